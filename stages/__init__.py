@@ -1,0 +1,1 @@
+"""Pipeline stages: one module per dvc.yaml stage, logic in subpackages."""

@@ -1,0 +1,96 @@
+"""Tests for stages.common.log: the error contract of stage entry points and the summary line."""
+from __future__ import annotations
+
+import pytest
+
+from stages.common import log
+from stages.common.errors import PipelineError
+from stages.common.log import info, progress, stage_main, summary
+
+
+# ------------------------------------------------------------------ stage_main
+def test_stage_main_pipeline_error_is_one_stderr_line_and_code_2(capsys):
+    @stage_main
+    def main(argv):
+        raise PipelineError("params.yaml: train.steps: expected an integer, got '10'")
+
+    assert main([]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "error: params.yaml: train.steps: expected an integer, got '10'\n"
+
+
+def test_stage_main_normal_return_is_0_and_passes_argv(capsys):
+    seen = []
+
+    @stage_main
+    def main(argv):
+        seen.append(argv)
+        print("working")
+
+    assert main(["--params", "p.yaml"]) == 0
+    assert main() == 0
+    assert seen == [["--params", "p.yaml"], None]
+    out, err = capsys.readouterr()
+    assert out == "working\nworking\n"
+    assert "error" not in err
+
+
+def test_stage_main_lets_other_exceptions_through(capsys):
+    @stage_main
+    def main(argv):
+        raise ValueError("a programming bug keeps its traceback")
+
+    with pytest.raises(ValueError, match="programming bug"):
+        main([])
+    assert "error:" not in capsys.readouterr().err
+
+
+def test_stage_main_keeps_function_metadata():
+    def main(argv):
+        """Doc of the stage."""
+
+    wrapped = stage_main(main)
+    assert wrapped.__name__ == "main"
+    assert wrapped.__doc__ == "Doc of the stage."
+
+
+# ------------------------------------------------------------------ summary / info
+def test_summary_format(capsys, monkeypatch):
+    monkeypatch.setattr(log.time, "time", lambda: 1012.34)
+    summary("train", 1000.0, items=120, acc=0.8123456, name="run-a", loss=1234567.0)
+    out, err = capsys.readouterr()
+    assert out == "[train] done in 12.3s: items=120 acc=0.8123 name=run-a loss=1.235e+06\n"
+    assert err == ""
+
+
+def test_summary_elapsed_is_measured_from_started(capsys):
+    import time
+
+    summary("s", time.time() - 2.0, k=1)
+    line = capsys.readouterr().out
+    assert line.startswith("[s] done in 2.")
+    assert line.endswith("s: k=1\n")
+
+
+def test_info_goes_to_stderr(capsys):
+    info("curate", "kept 10 of 12")
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", "[curate] kept 10 of 12\n")
+
+
+# ------------------------------------------------------------------ progress
+def test_progress_disabled_when_quiet(capsys, monkeypatch):
+    monkeypatch.setenv("PIPELINE_QUIET", "1")
+    bar = progress(range(5), desc="generating", total=5)
+    assert bar.disable is True
+    assert list(bar) == [0, 1, 2, 3, 4]
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_enabled_otherwise(capsys, monkeypatch):
+    monkeypatch.delenv("PIPELINE_QUIET", raising=False)
+    bar = progress(["a", "b"], desc="generating", unit="item")
+    assert bar.disable is False
+    assert list(bar) == ["a", "b"]
+    assert "generating" in capsys.readouterr().err

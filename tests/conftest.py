@@ -1,0 +1,47 @@
+"""Shared fixtures: a tiny tokenizer and model built locally (nothing from a hub)."""
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+os.environ.setdefault("PIPELINE_QUIET", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def sample_questions(n_per_cell: int = 4, seed: int = 0) -> list[dict]:
+    from stages.decision.pool import build_questions
+    return build_questions(["keyword", "category", "larger", "count"], [0, 1, 2, 3, 4], n_per_cell, seed)
+
+
+@pytest.fixture(scope="session")
+def questions() -> list[dict]:
+    return sample_questions()
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory, questions) -> str:
+    """A saved tokenizer + 1-layer Qwen2 model directory, as the pipeline writes them."""
+    from stages.decision.families import reasoning_text
+    from stages.lm.model import TinyModelSpec, build_tiny_model
+    from stages.lm.tokenizer import train_bpe, wrap_fast
+    from stages.tokenizer import question_chats
+    rng = random.Random(0)
+    corpus = question_chats(questions) + [reasoning_text(rng) for _ in range(300)]
+    corpus += [" ".join(f"Answer: {c}" for c in "ABCDEFGH")] * 10
+    tok = wrap_fast(train_bpe(corpus, 800, [f" {c}" for c in "ABCDEFGH"]), 512)
+    spec = TinyModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_positions=512)
+    model = build_tiny_model(spec, len(tok), tok.pad_token_id, tok.eos_token_id, seed=0)
+    path = tmp_path_factory.mktemp("tiny")
+    model.save_pretrained(str(path))
+    tok.save_pretrained(str(path))
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny(tiny_dir):
+    from stages.lm.model import load_model
+    from stages.lm.tokenizer import load_tokenizer
+    return load_model(tiny_dir), load_tokenizer(tiny_dir)
