@@ -2,9 +2,9 @@
 
 Packs the selection to exactly `curate.budget_tokens`, trains the tiny Qwen2
 model with a fixed seed, evaluates loss / perplexity / bits per byte on every
-dev register by iterating the whole dev set. With `--noise N` it also retrains
-on N re-orderings of the same documents: the spread is the noise floor any
-curated-vs-random gap must beat.
+dev register by iterating the whole dev set. For `pretrain.noise_selection`
+it also retrains on `noise_reorderings` re-orderings of the same documents:
+the spread is the noise floor any curated-vs-random gap must beat.
 """
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ class PretrainParams:
     epochs: int = rule(min=1)
     bf16: bool = True
     threads: int = rule(min=1, default=2)
+    noise_selection: str = "curated"  # the selection whose re-orderings measure the noise floor
+    noise_reorderings: int = rule(min=0, default=2)
 
 
 def train_and_eval(docs_ids, dev_by_register, tok, p: PretrainParams, budget: int, seed: int, desc: str):
@@ -56,7 +58,6 @@ def train_and_eval(docs_ids, dev_by_register, tok, p: PretrainParams, budget: in
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("name", help="selection name (curated or random)")
-    ap.add_argument("--noise", type=int, default=0, help="extra re-ordered runs for the noise floor")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--pool", default="data/pool/pool.parquet")
     ap.add_argument("--dev", default="data/pool/dev.parquet")
@@ -81,11 +82,12 @@ def main(argv: list[str] | None = None) -> None:
     metrics = {"heldout": report, "params": count_params(model), "train": {
         "tokens": budget, "steps": len(log), "final_loss": log[-1]["loss"],
         "tokens_per_second": round(log[-1]["tokens"] / max(log[-1]["seconds"], 1e-9), 1)}}
-    if args.noise:
+    n_noise = p.noise_reorderings if args.name == p.noise_selection else 0
+    if n_noise:
         ppls = [report["ppl"]]
-        for k in range(args.noise):
+        for k in range(n_noise):
             order = make_rng(seed, "reorder", k).permutation(len(docs_ids))
-            info("pretrain", f"noise floor: re-ordering {k + 1}/{args.noise}")
+            info("pretrain", f"noise floor: re-ordering {k + 1}/{n_noise}")
             _, _, r = train_and_eval([docs_ids[i] for i in order], dev, tok, p, budget, seed, f"reorder {k + 1}")
             ppls.append(r["ppl"])
         metrics["noise"] = {"ppls": ppls, "ppl_halfrange": round((max(ppls) - min(ppls)) / 2, 4),

@@ -1,0 +1,94 @@
+"""The whole pipeline on the micro profile in a fresh copy of the repository.
+
+Copies the tracked files to a temporary git repo, runs `dvc repro` with the
+micro params (seconds per stage), checks the metrics the review relies on,
+then checks that a second `dvc repro` is a no-op.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+
+
+def _run(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", "PIPELINE_QUIET": "1",
+           "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    """A fresh git repo holding the tracked files, the micro profile as params.yaml, run once."""
+    dest = tmp_path_factory.mktemp("repo")
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for rel in files:
+        if rel.startswith(("metrics/", "plots/", "report/")) or rel == "dvc.lock" or not (ROOT / rel).is_file():
+            continue  # start from no recorded state, as a first run would
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, dest / rel)
+    shutil.copy2(ROOT / "profiles" / "micro.yaml", dest / "params.yaml")
+    _run(["git", "init", "-q"], dest)
+    _run(["git", "add", "-A"], dest)
+    _run(["git", "commit", "-qm", "init"], dest)
+    _run(["dvc", "repro"], dest)
+    return dest
+
+
+def _metrics(repo: Path, rel: str) -> dict:
+    return json.loads((repo / "metrics" / rel).read_text())
+
+
+@pytest.mark.slow
+def test_metrics_exist_with_sane_values(repo):
+    items = _metrics(repo, "items.json")
+    assert items["n_items"] > 0 and items["cross_split_duplicates"] == 0
+    ev = _metrics(repo, "evaluate/base.json")
+    for key in ("accuracy", "nll", "ece"):
+        assert ev["readout"][key] is not None and ev["readout"][key] >= 0
+    assert 0 <= ev["readout"]["accuracy"] <= 1 and 0 <= ev["readout"]["ece"] <= 1
+    assert 0 <= ev["thinking"]["accuracy"] <= 1 and 0 <= ev["thinking"]["parse_rate"] <= 1
+    assert ev["n_items"] > 0
+    cur, rnd = _metrics(repo, "pretrain/curated.json"), _metrics(repo, "pretrain/random.json")
+    assert cur["heldout"]["ppl"] > 1 and rnd["heldout"]["ppl"] > 1 and "noise" in cur
+    base = _metrics(repo, "base_model.json")
+    assert base["gold_trace_nll"] < base["gold_trace_nll_untrained"]
+    assert (repo / "dvc.lock").is_file() and (repo / "models" / "base" / "config.json").is_file()
+
+
+@pytest.mark.slow
+def test_second_repro_is_a_noop(repo):
+    lock_before = (repo / "dvc.lock").read_text()
+    out = _run(["dvc", "repro"], repo)
+    assert "Running stage" not in out.stdout + out.stderr
+    assert (repo / "dvc.lock").read_text() == lock_before
+    status = _run(["dvc", "status", "--json"], repo)
+    assert json.loads(status.stdout or "{}") == {}
+
+
+@pytest.mark.slow
+def test_params_typo_fails_before_writing(repo):
+    params = (repo / "params.yaml").read_text()
+    try:
+        (repo / "params.yaml").write_text(params.replace("per_cell:", "per_cel:"))
+        proc = _run([sys.executable, "-m", "stages.items", "--out", "data/items/typo.parquet",
+                     "--metrics", "metrics/typo.json"], repo, check=False)
+        assert proc.returncode == 2
+        assert "params.yaml: items.per_cel: unknown key" in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert not (repo / "data/items/typo.parquet").exists() and not (repo / "metrics/typo.json").exists()
+    finally:
+        (repo / "params.yaml").write_text(params)
