@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from stages.common.errors import PipelineError
+from stages.common.hashing import stable_subset
 from stages.common.io import atomic_dir, write_json
 from stages.common.log import stage_main, summary
 from stages.common.params import load_base, load_section, rule
@@ -31,8 +32,8 @@ from stages.lm.tokenizer import load_tokenizer
 @dataclass
 class BaseModelParams:
     source: str = rule(choices=("pretrain", "path"))
-    path: str = ""           # local HF model directory when source == path
     nll_items: int = rule(min=1)  # held-out eval questions used for the gold-trace NLL
+    path: str = ""                # local HF model directory when source == path
     threads: int = rule(min=1, default=2)
 
 
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     if not (source / "config.json").is_file():
         raise PipelineError(f"{source}: model directory not found (base_model.source={p.source}); fix base_model.path in params.yaml")
     model, tok = load_model(source), load_tokenizer(source)
-    questions = load_items(args.items, split="eval")[: p.nll_items]
+    questions = stable_subset(load_items(args.items, split="eval"), p.nll_items, "gold_trace_nll")
     nll = gold_trace_nll(model, tok, questions)
     # the same architecture, freshly initialised, is the "untrained" reference
     torch.manual_seed(seed)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from stages.common.hashing import stable_subset
 from stages.common.io import write_json, write_jsonl
 from stages.common.log import stage_main, summary
 from stages.common.params import load_base, load_section, rule
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(p.threads)
     model_dir = f"models/{args.model}"
     model, tok = load_model(model_dir), load_tokenizer(model_dir)
-    questions = load_items(args.items, split="eval")[: p.max_items]
+    questions = stable_subset(load_items(args.items, split="eval"), p.max_items, "evaluate")
 
     logits = readout(model, tok, questions, p.batch_size)
     backend = build_backend(p.backend, model, tok, model_dir, p.batch_size)

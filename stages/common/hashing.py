@@ -53,3 +53,10 @@ def file_sha256(path: str) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def stable_subset(items: list[dict], n: int, salt: str, key: str = "id") -> list[dict]:
+    """The first `n` items in SHA-256 order of their ids: a seed-free, machine-independent
+    sample that keeps every family in proportion (a prefix of an id-sorted list would not)."""
+    ranked = sorted(items, key=lambda it: (sha256_int(salt, it[key]), it[key]))
+    return ranked[:n]

@@ -1,0 +1,47 @@
+"""Session fixtures for the curation tests: one small generated pool, dev set and model."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stages.curation.pool import REGISTERS, generate_dev, generate_pool
+
+FILTER_CONFIG = {
+    "min_words": {"min": 50},
+    "alpha_ratio": {"min": 0.7},
+    "repeated_lines": {"max_dup_line_frac": 0.3},
+    "boilerplate": {},
+}
+
+
+@pytest.fixture(scope="session")
+def filter_config() -> dict:
+    return {k: dict(v) for k, v in FILTER_CONFIG.items()}
+
+
+@pytest.fixture(scope="session")
+def pool() -> list[dict]:
+    return generate_pool(2000, 0.3, np.random.default_rng(123))
+
+
+@pytest.fixture(scope="session")
+def dev(pool) -> list[dict]:
+    return generate_dev(60, REGISTERS, np.random.default_rng(456), avoid_texts=[d["text"] for d in pool])
+
+
+@pytest.fixture(scope="session")
+def model(dev, pool):
+    from stages.curation.classifier import train_classifier
+    return train_classifier(dev, pool, list(REGISTERS), seed=0)
+
+
+@pytest.fixture(scope="session")
+def filtered(pool, filter_config) -> list[dict]:
+    from stages.curation.filters import apply_filters, build_filters
+    return apply_filters(pool, build_filters(filter_config))[0]
+
+
+@pytest.fixture(scope="session")
+def deduped(filtered):
+    from stages.curation.minhash import dedup
+    return dedup(filtered)

@@ -1,0 +1,81 @@
+"""Hygiene filters: each noise kind is dropped, clean docs are kept, config errors are clear."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from stages.common.errors import PipelineError
+from stages.curation.filters import FILTERS, apply_filters, build_filters, drop_unsafe
+
+
+def _kept_frac(pool, kept):
+    ids = {d["id"] for d in kept}
+    total = Counter(d["meta_kind"] for d in pool)
+    return {k: sum(d["id"] in ids for d in pool if d["meta_kind"] == k) / n for k, n in total.items()}
+
+
+def test_noise_dropped_clean_kept(pool, filter_config):
+    kept, counts = apply_filters(pool, build_filters(filter_config))
+    frac = _kept_frac(pool, kept)
+    # measured on this pool: clean 100% kept; junk/repeated/short 0% kept, boilerplate 0%
+    assert frac["clean"] >= 0.95
+    for kind in ("junk", "repeated", "short", "boilerplate"):
+        assert frac[kind] <= 0.10, kind
+    assert frac["near_dup"] >= 0.95  # not a filter's job: MinHash removes them
+    assert sum(counts.values()) == len(pool) - len(kept)
+    assert list(counts) == list(filter_config)
+
+
+def test_each_filter_targets_its_kind(pool, filter_config):
+    for name, kind in [("alpha_ratio", "junk"), ("repeated_lines", "repeated"), ("boilerplate", "boilerplate"),
+                       ("min_words", "short")]:
+        kept, _ = apply_filters(pool, build_filters({name: filter_config[name]}))
+        frac = _kept_frac(pool, kept)
+        assert frac[kind] <= 0.10 and frac["clean"] >= 0.95, (name, frac)
+
+
+def test_first_failing_filter_wins():
+    docs = [{"id": "a", "text": "## $$ %%"}]  # fails both min_words and alpha_ratio
+    _, counts = apply_filters(docs, build_filters({"min_words": {"min": 5}, "alpha_ratio": {"min": 0.7}}))
+    assert counts == {"min_words": 1, "alpha_ratio": 0}
+    _, counts = apply_filters(docs, build_filters({"alpha_ratio": {"min": 0.7}, "min_words": {"min": 5}}))
+    assert counts == {"alpha_ratio": 1, "min_words": 0}
+
+
+def test_filter_functions_are_pure_text_checks():
+    f = {x.name: x for x in build_filters({"boilerplate": {"patterns": ["cookie"], "max_hits": 0},
+                                           "repeated_lines": None, "max_words": {"max": 3}})}
+    assert f["boilerplate"]("We use a COOKIE") == (False, "boilerplate")
+    assert f["boilerplate"]("plain prose") == (True, "")
+    assert f["repeated_lines"]("a\na\na\nb") == (False, "repeated_lines")
+    assert f["repeated_lines"]("single line") == (True, "")
+    assert f["max_words"]("one two three four") == (False, "max_words")
+
+
+def test_unknown_filter_lists_known_ones():
+    with pytest.raises(PipelineError, match="unknown filter 'langid'; known filters: " + ", ".join(FILTERS)):
+        build_filters({"langid": {}})
+
+
+@pytest.mark.parametrize("config, culprit", [
+    ({"min_words": {"minimum": 5}}, "filters.min_words"),
+    ({"alpha_ratio": {"min": 1.5}}, r"filters.alpha_ratio.min: got 1.5"),
+    ({"boilerplate": {"patterns": ["(unclosed"]}}, "bad regex"),
+    ({"boilerplate": {"patterns": "cookie"}}, "list of regex"),
+    ({"repeated_lines": 0.3}, "params must be a mapping"),
+])
+def test_bad_filter_params(config, culprit):
+    with pytest.raises(PipelineError, match=culprit):
+        build_filters(config)
+
+
+def test_non_string_text_named():
+    with pytest.raises(PipelineError, match="'z'"):
+        apply_filters([{"id": "z", "text": None}], build_filters({"min_words": {}}))
+
+
+def test_drop_unsafe(pool):
+    kept, n = drop_unsafe(pool, 3)
+    assert n == sum(d["safety_score"] > 3 for d in pool) and n > 0
+    assert all(d["safety_score"] <= 3 for d in kept)

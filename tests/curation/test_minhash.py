@@ -1,0 +1,120 @@
+"""MinHash/LSH dedup: near-duplicates found, distinct docs kept, exact and deterministic."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stages.common.errors import PipelineError
+from stages.curation.minhash import (MERSENNE, check_lsh_params, cluster, dedup, lsh_groups, minhash_signatures,
+                                     permutations, shingle_hashes)
+
+
+def test_near_duplicates_removed_and_distinct_kept(filtered, deduped):
+    kinds = {d["id"]: d for d in filtered}
+    removed = Counter(kinds[i]["meta_kind"] for i in deduped.removed_ids)
+    n_near = sum(d["meta_kind"] == "near_dup" for d in filtered)
+    # measured: every near-dup removed, no clean doc removed
+    assert removed["near_dup"] >= 0.95 * n_near
+    assert removed["clean"] <= 0.005 * sum(d["meta_kind"] == "clean" for d in filtered)
+    assert deduped.n_removed == len(deduped.removed_ids) == len(filtered) - len(deduped.kept)
+    assert deduped.dedup_rate == pytest.approx(deduped.n_removed / len(filtered))
+    assert 0.05 < deduped.dedup_rate < 0.2
+    for kept_id, dups in deduped.clusters.items():  # the original (earlier in the pool) is the one kept
+        for dup in dups:
+            assert kinds[dup].get("meta_dup_of", kept_id) == kept_id and kept_id < dup
+
+
+def test_keeps_first_in_pool_order():
+    base = " ".join(f"word{i}" for i in range(80))
+    docs = [{"id": "z-late", "text": "unrelated text " * 3 + "other " * 40},
+            {"id": "b", "text": base + " tail"}, {"id": "a", "text": base + " end"}]
+    res = dedup(docs)
+    assert [d["id"] for d in res.kept] == ["z-late", "b"] and res.removed_ids == ["a"]
+    assert res.clusters == {"b": ["a"]}
+
+
+def test_short_docs_are_one_shingle():
+    docs = [{"id": "1", "text": "Page not found."}, {"id": "2", "text": "page   NOT found."},
+            {"id": "3", "text": "Coming soon."}, {"id": "4", "text": ""}, {"id": "5", "text": "  "}]
+    res = dedup(docs)
+    assert res.removed_ids == ["2", "5"]  # whitespace/case-normalised whole text is the shingle
+    x, off = shingle_hashes(["a b c", "a b c d e f"], ngram=5)
+    assert off.tolist() == [0, 1, 3]
+
+
+def test_signatures_follow_mersenne_formula_and_thread_invariant(pool):
+    texts = [d["text"] for d in pool[:120]]
+    x, off = shingle_hashes(texts)
+    assert (x < 2**32).all() and off[-1] == len(x)
+    a, b = permutations(64, seed=1)
+    sig1 = minhash_signatures(texts, n_threads=1)
+    assert sig1.dtype == np.uint32 and sig1.shape == (120, 64)
+    assert np.array_equal(sig1, minhash_signatures(texts, n_threads=3))
+    p, m64 = int(MERSENNE), (1 << 64) - 1
+    for d in range(0, 120, 17):
+        for j in range(0, 64, 9):  # datasketch legacy: uint64 wrap, mod p, low 32 bits
+            want = min((((int(a[j]) * int(v) + int(b[j])) & m64) % p) & 0xFFFFFFFF for v in x[off[d]:off[d + 1]])
+            assert int(sig1[d, j]) == want
+
+
+def test_bit_identical_to_datasketch_legacy(pool):
+    datasketch = pytest.importorskip("datasketch")
+    texts = [d["text"] for d in pool[:40]] + ["", "two words"]
+    x, off = shingle_hashes(texts)
+    a, b = permutations(64)
+    sig = minhash_signatures(texts)
+    for d in range(len(texts)):
+        vals = iter(x[off[d]:off[d + 1]].tolist())
+        m = datasketch.MinHash(num_perm=64, scheme="legacy", permutations=(a, b), hashfunc=lambda _: next(vals))
+        m.update_batch(range(off[d + 1] - off[d]))
+        assert np.array_equal(m.hashvalues, sig[d])
+
+
+def test_signature_agreement_estimates_jaccard():
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in rng.integers(0, 5000, size=400)]
+    other = list(words)
+    for i in range(0, 400, 25):  # 16 edits -> shingle Jaccard ~0.67
+        other[i] = "edit"
+    sh = [{" ".join(w[i:i + 5]) for i in range(len(w) - 4)} for w in (words, other)]
+    true_j = len(sh[0] & sh[1]) / len(sh[0] | sh[1])
+    sig = minhash_signatures([" ".join(words), " ".join(other)], num_perm=256)
+    assert abs((sig[0] == sig[1]).mean() - true_j) < 0.1
+
+
+def test_hashes_stable_across_processes():
+    code = ("from stages.curation.minhash import minhash_signatures as m;"
+            "print(int(m(['the quick brown fox jumps over the lazy dog'])[0].sum()))")
+    root = Path(__file__).resolve().parents[2]
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": s}, cwd=root).stdout for s in ("1", "2")}
+    assert len(outs) == 1
+
+
+def test_lsh_and_cluster_steps():
+    sig = np.array([[1, 2, 3, 4], [1, 2, 9, 9], [7, 7, 3, 4], [5, 5, 5, 5]], dtype=np.uint64)
+    groups = lsh_groups(sig, bands=2, rows=2)
+    assert sorted(g.tolist() for g in groups) == [[0, 1], [0, 2]]
+    assert cluster(4, groups).tolist() == [0, 0, 0, 3]
+
+
+@pytest.mark.parametrize("args, msg", [((64, 16, 5), "16\\*5 = 80 != num_perm = 64"), ((0, 1, 0), "num_perm"),
+                                       ((64, 16.0, 4), "bands")])
+def test_bad_lsh_params(args, msg):
+    with pytest.raises(PipelineError, match=msg):
+        check_lsh_params(*args)
+    with pytest.raises(PipelineError, match=msg):
+        dedup([{"id": "a", "text": "x"}], *args)
+    with pytest.raises(PipelineError, match="minhash.ngram"):
+        dedup([{"id": "a", "text": "x"}], ngram=0)
+
+
+def test_deterministic(filtered):
+    a, b = dedup(filtered[:400]), dedup(filtered[:400])
+    assert a.removed_ids == b.removed_ids and a.clusters == b.clusters

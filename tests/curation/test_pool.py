@@ -1,0 +1,151 @@
+"""Pool generator, dev set, external loading and validation."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from statistics import median
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from stages.common.errors import PipelineError
+from stages.curation.pool import (NOISE_KINDS, REGISTERS, generate_dev, generate_pool, load_external_pool,
+                                  validate_pool)
+
+
+def _reasoning(rng: np.random.Generator) -> str:
+    """Stand-in 'reasoning' register: a decision question and a step-by-step trace."""
+    a, b = (int(v) for v in rng.integers(2, 90, size=2))
+    steps = []
+    for k in range(int(rng.integers(8, 20))):
+        x, y = (int(v) for v in rng.integers(1, 50, size=2))
+        steps.append(f"Step {k + 1}: compare {x} with {y}; keep {max(x, y)} and continue.")
+    return (f"Question: Ana has {a} coins and Ben has {b} coins. Who has more coins?\n" + "\n".join(steps)
+            + f"\nTherefore the answer is {'Ana' if a > b else 'Ben'}.")
+
+
+def test_same_seed_same_pool_and_different_seed_differs():
+    a = generate_pool(300, 0.3, np.random.default_rng(7))
+    b = generate_pool(300, 0.3, np.random.default_rng(7))
+    c = generate_pool(300, 0.3, np.random.default_rng(8))
+    assert json.dumps(a) == json.dumps(b)
+    assert [d["text"] for d in a] != [d["text"] for d in c]
+
+
+def test_pool_fields_ids_and_kinds(pool):
+    assert [d["id"] for d in pool] == [f"pool-{i:06d}" for i in range(len(pool))]
+    assert all(isinstance(d["text"], str) and d["text"] for d in pool)
+    assert all(isinstance(d["safety_score"], int) and 0 <= d["safety_score"] <= 5 for d in pool)
+    kinds = Counter(d["meta_kind"] for d in pool)
+    assert set(kinds) == {"clean", *NOISE_KINDS}
+    assert 0.22 < 1 - kinds["clean"] / len(pool) < 0.38  # noise_fraction 0.3
+    for d in pool:
+        if d["meta_kind"] == "near_dup":  # copies an EARLIER clean doc of the same register
+            src = int(d["meta_dup_of"].split("-")[1])
+            assert src < int(d["id"].split("-")[1]) and pool[src]["meta_kind"] == "clean"
+            assert d["meta_register"] == pool[src]["meta_register"] and d["text"] != pool[src]["text"]
+
+
+def test_registers_have_distinct_lengths_and_vocabulary(pool):
+    clean = [d for d in pool if d["meta_kind"] == "clean"]
+    med = {r: median(len(d["text"].split()) for d in clean if d["meta_register"] == r) for r in REGISTERS}
+    assert med["encyclopedic"] > med["news"] > med["qa"] > med["forum"] > 60
+    vocab = {r: Counter(w.lower().strip(".,?:") for d in clean if d["meta_register"] == r
+                        for w in d["text"].split()) for r in REGISTERS}
+    top = {r: {w for w, _ in vocab[r].most_common(300)} for r in REGISTERS}
+    assert all(len(vocab[r]) > 250 for r in REGISTERS)
+    for r in REGISTERS:  # shared function words only: most frequent words differ by register
+        for s in REGISTERS:
+            if r < s:
+                assert len(top[r] & top[s]) / 300 < 0.35, (r, s)
+
+
+def test_safety_distribution_depends_on_register(pool):
+    mean = {r: np.mean([d["safety_score"] for d in pool if d["meta_register"] == r and d["meta_kind"] == "clean"])
+            for r in REGISTERS}
+    assert mean["forum"] > mean["news"] > mean["encyclopedic"]
+
+
+def test_extra_register_and_weights():
+    docs = generate_pool(200, 0.0, np.random.default_rng(1), extra_registers={"reasoning": _reasoning},
+                         register_weights={"reasoning": 4.0})
+    regs = Counter(d["meta_register"] for d in docs)
+    assert regs["reasoning"] > 80 and set(regs) == {*REGISTERS, "reasoning"}
+    with pytest.raises(PipelineError, match="'news' is a built-in"):
+        generate_pool(10, 0.0, np.random.default_rng(1), extra_registers={"news": _reasoning})
+    with pytest.raises(PipelineError, match="'bad'"):
+        generate_pool(10, 0.0, np.random.default_rng(1), extra_registers={"bad": lambda rng: ""},
+                      register_weights={r: 0.0 for r in REGISTERS})
+
+
+def test_dev_is_disjoint_from_pool(pool, dev):
+    assert Counter(d["register"] for d in dev) == {r: 60 for r in REGISTERS}
+    assert not {d["id"] for d in dev} & {d["id"] for d in pool}
+    assert not {d["text"] for d in dev} & {d["text"] for d in pool}
+    assert len({d["text"] for d in dev}) == len(dev)
+
+
+def test_dev_redraws_texts_it_must_avoid():
+    first = generate_dev(3, ["qa"], np.random.default_rng(5))
+    again = generate_dev(3, ["qa"], np.random.default_rng(5), avoid_texts=[first[0]["text"]])
+    assert again[0]["text"] != first[0]["text"]
+
+
+def test_dev_unknown_register_and_extra_dev_register():
+    with pytest.raises(PipelineError, match="'poetry' is unknown"):
+        generate_dev(2, ["poetry"], np.random.default_rng(0))
+    dev = generate_dev({"reasoning": 3, "qa": 1}, ["reasoning", "qa"], np.random.default_rng(0),
+                       extra_registers={"reasoning": _reasoning})
+    assert [d["id"] for d in dev] == ["dev-reasoning-00000", "dev-reasoning-00001", "dev-reasoning-00002",
+                                      "dev-qa-00000"]
+
+
+@pytest.mark.parametrize("docs, culprit", [
+    ([], "empty"),
+    ([{"id": "a", "text": "x"}, {"id": "b", "text": None}], "'b'"),
+    ([{"id": "a", "text": "x"}, {"id": "b", "text": 3}], "'b'"),
+    ([{"id": "a", "text": "x"}, {"id": "a", "text": "y"}], "duplicate id 'a'"),
+    ([{"text": "x"}], "#0"),
+])
+def test_validate_pool_names_culprit(docs, culprit):
+    with pytest.raises(PipelineError, match=culprit) as e:
+        validate_pool(docs)
+    assert "\n" not in str(e.value)
+
+
+def test_load_jsonl_parquet_and_directory(tmp_path):
+    rows = [{"id": f"x{i}", "text": f"text number {i}", "lang": "en"} for i in range(4)]
+    (tmp_path / "b.jsonl").write_text("\n".join(json.dumps(r) for r in rows[2:]) + "\n\n")
+    pd.DataFrame(rows[:2]).to_parquet(tmp_path / "a.parquet")
+    (tmp_path / "notes.txt").write_text("ignored")
+    docs = load_external_pool(tmp_path)
+    assert [d["id"] for d in docs] == ["x0", "x1", "x2", "x3"]  # sorted shard order
+    assert docs[3]["lang"] == "en"
+    assert [d["id"] for d in load_external_pool(tmp_path / "b.jsonl")] == ["x2", "x3"]
+    (tmp_path / "ints.jsonl").write_text('{"id": 7, "text": "seven"}\n')
+    assert load_external_pool(tmp_path / "ints.jsonl")[0]["id"] == "7"
+
+
+def test_load_errors_name_file_and_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "text": "ok"}\n{"id": "b", "text": \n')
+    with pytest.raises(PipelineError, match=r"bad\.jsonl:2: malformed JSON"):
+        load_external_pool(bad)
+    nofield = tmp_path / "nofield.jsonl"
+    nofield.write_text('{"id": "a"}\n')
+    with pytest.raises(PipelineError, match=r"nofield\.jsonl:1: expected an object with 'id' and 'text'"):
+        load_external_pool(nofield)
+    pd.DataFrame({"id": ["a"], "body": ["x"]}).to_parquet(tmp_path / "p.parquet")
+    with pytest.raises(PipelineError, match=r"p\.parquet: Parquet shard lacks column 'text'"):
+        load_external_pool(tmp_path / "p.parquet")
+    with pytest.raises(PipelineError, match="does not exist"):
+        load_external_pool(tmp_path / "missing")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(PipelineError, match="no \\*.jsonl or \\*.parquet"):
+        load_external_pool(empty)
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n')
+    with pytest.raises(PipelineError, match="duplicate id 'a'"):
+        load_external_pool(dup)
