@@ -12,7 +12,7 @@ import json
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +36,8 @@ class IngestParams:
     noise_fraction: float = rule(min=0.0, max=0.99)
     dev_per_register: int = rule(min=1)
     dev_registers: list[str] = rule(choices=REGISTERS + ("reasoning",))
+    # share of clean pool documents per register: a web crawl is not shaped like the target
+    register_weights: dict[str, float] = field(default_factory=dict)
     external_pool: str = ""   # JSONL/Parquet file or directory; replaces the generator
     external_dev: str = ""    # JSONL/Parquet with id, text, register
 
@@ -66,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     if p.external_pool:
         pool = load_external_pool(p.external_pool)
     else:
-        pool = generate_pool(p.n_docs, p.noise_fraction, make_rng(seed, "pool"), extra_registers=extra)
+        pool = generate_pool(p.n_docs, p.noise_fraction, make_rng(seed, "pool"), extra_registers=extra,
+                             register_weights=p.register_weights or None)
     pool = validate_pool(pool, p.external_pool or "pool")
     if p.external_dev:
         dev = [{"id": str(d["id"]), "text": d["text"], "register": str(d.get("register", ""))}

@@ -16,7 +16,7 @@ from transformers import PreTrainedTokenizerBase
 from stages.decision.questions import ANSWER_PREFIX, THINK_CLOSE, THINK_OPEN, label_tokens, user_message
 
 
-def _chat_prefix(tok: PreTrainedTokenizerBase, q: dict) -> str:
+def chat_prefix(tok: PreTrainedTokenizerBase, q: dict) -> str:
     return tok.apply_chat_template([{"role": "user", "content": user_message(q)}],
                                    tokenize=False, add_generation_prompt=True)
 
@@ -26,11 +26,11 @@ def encode(tok: PreTrainedTokenizerBase, text: str) -> list[int]:
 
 
 def readout_prefix(tok: PreTrainedTokenizerBase, q: dict) -> list[int]:
-    return encode(tok, _chat_prefix(tok, q) + ANSWER_PREFIX)
+    return encode(tok, chat_prefix(tok, q) + ANSWER_PREFIX)
 
 
 def thinking_prefix(tok: PreTrainedTokenizerBase, q: dict) -> list[int]:
-    return encode(tok, _chat_prefix(tok, q) + THINK_OPEN + "\n")
+    return encode(tok, chat_prefix(tok, q) + THINK_OPEN + "\n")
 
 
 def label_ids(tok: PreTrainedTokenizerBase, n_options: int) -> list[int]:

@@ -73,11 +73,11 @@ def train_on_tokens(model: PreTrainedModel, tokens: np.ndarray, s: TrainSettings
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        log.append({"step": step + 1, "loss": round(float(loss), 5), "lr": sched.get_last_lr()[0],
+        log.append({"step": step + 1, "loss": round(float(loss.detach()), 5), "lr": sched.get_last_lr()[0],
                     "tokens": (step + 1) * s.batch_size * s.seq_len,
                     "seconds": round(time.perf_counter() - started, 3)})
         if on_step:
-            on_step(step + 1, float(loss))
+            on_step(step + 1, float(loss.detach()))
     model.eval()
     return log
 

@@ -1,0 +1,212 @@
+"""Report figures as PNGs: routing curves, reliability, accuracy grids, loss curves.
+
+Figures are built as bare `matplotlib.figure.Figure` objects rendered by the
+Agg canvas, never through pyplot, so nothing depends on a display or on global
+pyplot state and stages may plot from worker processes. Each file is written
+atomically (temp file in the same directory, then os.replace), so a crashed or
+concurrent run never leaves a half-written PNG that DVC would cache.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import numpy as np
+from matplotlib import ticker
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+DPI = 120
+_FONT = {"font.size": 11, "axes.titlesize": 13, "axes.labelsize": 11, "legend.fontsize": 9}
+
+
+def _styled(fn: Callable[..., Path]) -> Callable[..., Path]:
+    """Apply the report font sizes while a figure is built and drawn (rc is read at artist creation)."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Path:
+        with matplotlib.rc_context(_FONT):
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+def _figure(width: float, height: float, layout: str = "tight", **subplot_kw: Any) -> tuple[Figure, Any]:
+    fig = Figure(figsize=(width, height), dpi=DPI, layout=layout)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(**subplot_kw)
+
+
+def _save(fig: Figure, path: str | os.PathLike) -> Path:
+    """Write via a same-directory temp file and os.replace (atomic); layout runs at draw."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=DPI)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a report image should be readable like any output
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _colors(n: int) -> list:
+    cmap = matplotlib.colormaps["tab10"]
+    return [cmap(i % 10) for i in range(n)]
+
+
+def _nonempty(mapping: Mapping, name: str) -> None:
+    if not mapping:
+        raise ValueError(f"{name} is empty; nothing to plot")
+
+
+# ----------------------------------------------------------------- routing
+@_styled
+def plot_routing_curve(curves: Mapping[str, Sequence[dict]], path: str | os.PathLike,
+                       title: str = "Routing low-margin readouts to thinking") -> Path:
+    """Accuracy (top) and mean thinking tokens per item (bottom) vs routed fraction.
+
+    Dashed lines mark each model's readout-only and thinking-only accuracy, so
+    the eye reads how much of the gap a cheap routing share recovers.
+    Rows are `metrics.routing_curve` output.
+    """
+    _nonempty(curves, "curves")
+    fig, (ax, ax_tok) = _figure(8, 7, nrows=2, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    for color, (name, rows) in zip(_colors(len(curves)), curves.items()):
+        rows = sorted(rows, key=lambda r: r["fraction"])
+        x = [r["fraction"] for r in rows]
+        ax.plot(x, [r["accuracy"] for r in rows], "-o", color=color, ms=4, lw=2, label=f"{name}: routed")
+        if rows and rows[0].get("readout_accuracy") is not None:
+            ax.axhline(rows[0]["readout_accuracy"], color=color, ls=(0, (5, 3)), lw=1.2, alpha=0.8,
+                       label=f"{name}: readout only")
+        if rows and rows[0].get("thinking_accuracy") is not None:
+            ax.axhline(rows[0]["thinking_accuracy"], color=color, ls=(0, (2, 2)), lw=1.2, alpha=0.8,
+                       label=f"{name}: thinking only")
+        ax_tok.plot(x, [r["mean_thinking_tokens"] for r in rows], "-s", color=color, ms=3, lw=1.8, label=name)
+    ax.set(title=title, ylabel="accuracy")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", ncol=1 if len(curves) < 3 else 2)
+    ax_tok.set(xlabel="fraction of items routed to thinking (lowest readout margin first)",
+               ylabel="mean thinking\ntokens / item")
+    ax_tok.set_xlim(0, 1)
+    ax_tok.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+# ------------------------------------------------------------- reliability
+def _bins_dict(b: Any) -> dict:
+    return b.to_dict() if hasattr(b, "to_dict") else dict(b)
+
+
+def _floats(values: Sequence) -> np.ndarray:
+    return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
+
+
+@_styled
+def plot_reliability(bins_by_model: Mapping[str, Any], path: str | os.PathLike,
+                     title: str = "Readout reliability") -> Path:
+    """Reliability diagram (accuracy vs mean confidence, diagonal = calibrated) over a count histogram.
+
+    Accepts `stats.ReliabilityBins` or its `to_dict()` form; empty bins are skipped.
+    """
+    _nonempty(bins_by_model, "bins_by_model")
+    fig, (ax, ax_hist) = _figure(7, 7.5, nrows=2, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect calibration")
+    k = len(bins_by_model)
+    for j, (color, (name, b)) in enumerate(zip(_colors(k), bins_by_model.items())):
+        d = _bins_dict(b)
+        edges, counts = np.asarray(d["edges"], dtype=float), np.asarray(d["count"], dtype=float)
+        conf, acc = _floats(d["mean_confidence"]), _floats(d["accuracy"])
+        ok = (counts > 0) & np.isfinite(conf) & np.isfinite(acc)
+        ax.plot(conf[ok], acc[ok], "-o", color=color, lw=2, ms=5, label=f"{name} (n={int(counts.sum())})")
+        width = np.diff(edges) / k
+        ax_hist.bar(edges[:-1] + j * width, counts, width=width, align="edge", color=color, alpha=0.8, label=name)
+    ax.set(title=title, ylabel="accuracy in bin", xlim=(0, 1), ylim=(0, 1))
+    ax.set_aspect("auto")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left")
+    ax_hist.set(xlabel="confidence (max option probability)", ylabel="items")
+    ax_hist.grid(alpha=0.3, axis="y")
+    return _save(fig, path)
+
+
+# -------------------------------------------------------------------- grid
+_GRID_KEYS = (("readout_accuracy", "readout"), ("thinking_accuracy", "thinking"), ("accuracy", "accuracy"))
+
+
+@_styled
+def plot_accuracy_grid(grid_rows: Sequence[dict], path: str | os.PathLike,
+                       title: str = "Accuracy by family and level") -> Path:
+    """Family x level heatmap(s) with each cell's accuracy (and n) written in it.
+
+    Rows are `metrics.accuracy_grid` output (one panel each for readout and
+    thinking) or `evaluate.accuracy_by_group` output (one `accuracy` panel).
+    Empty cells are left blank.
+    """
+    if not grid_rows:
+        raise ValueError("grid_rows is empty; nothing to plot")
+    keys = [(k, label) for k, label in _GRID_KEYS if any(k in r for r in grid_rows)]
+    if not keys:
+        raise ValueError("grid rows need 'readout_accuracy', 'thinking_accuracy' or 'accuracy'")
+    families = sorted({str(r["family"]) for r in grid_rows})
+    levels = sorted({int(r["level"]) for r in grid_rows})
+    fig, axes = _figure(2.8 + 1.1 * len(levels) * len(keys), 1.6 + 0.7 * len(families),
+                        layout="constrained", ncols=len(keys), squeeze=False)
+    image = None
+    for ax, (key, label) in zip(axes[0], keys):
+        grid = np.full((len(families), len(levels)), np.nan)
+        counts = np.zeros_like(grid, dtype=int)
+        for r in grid_rows:
+            i, j = families.index(str(r["family"])), levels.index(int(r["level"]))
+            if r.get(key) is not None:
+                grid[i, j], counts[i, j] = float(r[key]), int(r.get("n", 0))
+        ax.set_facecolor("#e6e6e6")  # empty cells show as grey, not as a colour that reads as a value
+        image = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        for i, j in np.ndindex(grid.shape):
+            if not math.isnan(grid[i, j]):
+                text = f"{grid[i, j]:.2f}" + (f"\nn={counts[i, j]}" if counts[i, j] else "")
+                ax.text(j, i, text, ha="center", va="center", fontsize=9,
+                        color="black" if grid[i, j] > 0.6 else "white")
+        ax.set_xticks(range(len(levels)), [str(v) for v in levels])
+        ax.set_yticks(range(len(families)), families)
+        ax.set(xlabel="level", title=label)
+    axes[0][0].set_ylabel("family")
+    fig.suptitle(title)
+    fig.colorbar(image, ax=list(axes[0]), label="accuracy", fraction=0.05, pad=0.02)
+    return _save(fig, path)
+
+
+# -------------------------------------------------------------------- loss
+@_styled
+def plot_loss_curves(series: Mapping[str, Sequence[dict]], path: str | os.PathLike,
+                     title: str = "Training loss") -> Path:
+    """Loss vs step per run; log y-axis when losses span more than 20x so late progress stays visible."""
+    _nonempty(series, "series")
+    fig, ax = _figure(8, 5)
+    lows, highs = [], []
+    for color, (name, points) in zip(_colors(len(series)), series.items()):
+        pts = sorted(points, key=lambda p: p["step"])
+        steps = [p["step"] for p in pts]
+        losses = np.array([p["loss"] for p in pts], dtype=float)
+        ax.plot(steps, losses, "-", color=color, lw=1.8, label=name, marker="o" if len(pts) < 30 else None, ms=3)
+        finite = losses[np.isfinite(losses)]
+        if finite.size:
+            lows.append(finite.min())
+            highs.append(finite.max())
+    if lows and min(lows) > 0 and max(highs) / min(lows) > 20:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))  # "0.2", not "2x10^-1"
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.set(title=title, xlabel="step", ylabel="loss")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="best")
+    return _save(fig, path)

@@ -1,0 +1,234 @@
+"""The S1MB adapter: question mapping, valid distributions, chunked readout, routed thinking."""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from s1mb_helpers import criterion, dataset_row, decision_row, definition, mixed_row, target_row
+
+from stages.bench import adapter
+from stages.bench.adapter import (
+    AdapterConfig, chunk_bounds, compose_chunks, predict_cases, readout_distributions, select_routed,
+    thinking_distribution, to_pipeline_question,
+)
+from stages.bench.s1mb import case_from_row, check_probabilities, score_benchmark
+from stages.lm.readout import softmax
+
+
+def text_reader(score, calls=None, temperature=1.0):
+    """A fake readout: each option's logit is ``score(option text)``; records every batch it reads."""
+    def read(questions):
+        if calls is not None:
+            calls.append([[o["text"] for o in q["options"]] for q in questions])
+        assert all(len(q["options"]) <= 8 for q in questions), "the reader must never see > 8 options"
+        return [softmax(np.array([score(o["text"]) for o in q["options"]], dtype=float), temperature)
+                for q in questions]
+    return read
+
+
+def numbers_case(case_id, numbers):
+    crit = [criterion(f"o{i}", str(x)) for i, x in enumerate(numbers)]
+    best = f"o{numbers.index(max(numbers))}"
+    row = dataset_row(case_id, [decision_row("q", "choice", crit, "Which number is the largest?")],
+                      [target_row("q", {f"o{i}": float(f"o{i}" == best) for i in range(len(numbers))})])
+    return case_from_row(row)
+
+
+# ---------------------------------------------------------------- chunking
+
+def test_chunk_bounds_are_balanced_contiguous_and_cover_all_options():
+    assert chunk_bounds(12) == [(0, 6), (6, 12)]
+    assert chunk_bounds(8) == [(0, 8)]
+    assert chunk_bounds(9) == [(0, 5), (5, 9)]
+    assert [b - a for a, b in chunk_bounds(17)] == [6, 6, 5]
+    bounds = chunk_bounds(151)
+    sizes = [b - a for a, b in bounds]
+    assert len(bounds) == 19 and max(sizes) <= 8 and max(sizes) - min(sizes) <= 1
+    assert bounds[0][0] == 0 and bounds[-1][1] == 151
+    assert all(bounds[i][1] == bounds[i + 1][0] for i in range(len(bounds) - 1))
+
+
+def test_compose_chunks_hand_checked():
+    first = np.array([0.5, 0.2, 0.1, 0.1, 0.05, 0.05])
+    second = np.array([0.1, 0.1, 0.1, 0.1, 0.2, 0.4])
+    composed = compose_chunks([first, second], np.array([0.25, 0.75]))
+    assert composed.shape == (12,)
+    assert composed[0] == pytest.approx(0.125)          # 0.25 * 0.5
+    assert composed[5] == pytest.approx(0.0125)         # 0.25 * 0.05
+    assert composed[6] == pytest.approx(0.075)          # 0.75 * 0.1
+    assert composed[11] == pytest.approx(0.3)           # 0.75 * 0.4
+    assert composed.sum() == pytest.approx(1.0, abs=1e-12)
+    single = np.array([0.3, 0.7])
+    assert np.array_equal(compose_chunks([single], np.array([1.0])), single)
+    with pytest.raises(ValueError):
+        compose_chunks([first, second], np.array([1.0]))
+
+
+def test_chunked_readout_of_12_options_reads_chunks_then_winners():
+    numbers = [5, 40, 3, 17, 8, 21, 90, 1, 64, 2, 77, 30]
+    case = numbers_case("c", numbers)
+    q = to_pipeline_question(case, case.questions[0])
+    score = lambda text: int(text) / 20.0  # noqa: E731  fixed logits: larger number, larger logit
+    calls, stats = [], {}
+    dist = readout_distributions(text_reader(score, calls), [q], stats=stats)[0]
+    # one batched read of the two chunks (authored order), then one read of the two winners
+    assert calls == [[["5", "40", "3", "17", "8", "21"], ["90", "1", "64", "2", "77", "30"]], [["40", "90"]]]
+    chunk_a = softmax(np.array(numbers[:6]) / 20.0)
+    chunk_b = softmax(np.array(numbers[6:]) / 20.0)
+    final = softmax(np.array([40, 90]) / 20.0)
+    np.testing.assert_allclose(dist, np.concatenate([final[0] * chunk_a, final[1] * chunk_b]), rtol=0, atol=1e-15)
+    assert dist.sum() == pytest.approx(1.0, abs=1e-12)
+    assert int(np.argmax(dist)) == numbers.index(90)
+    assert stats == {"chunked_questions": 1, "max_chunks": 2, "depth": 1}
+
+
+def test_chunked_readout_equals_plain_readout_up_to_8_options():
+    rng = np.random.default_rng(0)
+    questions = []
+    for k in range(2, 9):
+        numbers = [int(x) for x in rng.choice(1000, size=k, replace=False)]
+        case = numbers_case(f"c{k}", numbers)
+        questions.append(to_pipeline_question(case, case.questions[0]))
+    read = text_reader(lambda t: (int(t) % 7) / 3.0)
+    calls, stats = [], {}
+    got = readout_distributions(text_reader(lambda t: (int(t) % 7) / 3.0, calls), questions, stats=stats)
+    for q, d, plain in zip(questions, got, read(questions)):
+        assert np.array_equal(d, plain), q["id"]
+    assert len(calls) == 1 and stats == {}
+
+
+def test_nested_chunking_above_64_options_sums_to_one():
+    numbers = list(range(100, 170))  # 70 options -> 9 chunks -> 9 winners -> 2 chunks -> final
+    case = numbers_case("big", numbers)
+    q = to_pipeline_question(case, case.questions[0])
+    calls, stats = [], {}
+    dist = readout_distributions(text_reader(lambda t: int(t) / 10.0, calls), [q], stats=stats)[0]
+    assert len(calls) == 3 and [len(c) for c in calls] == [9, 2, 1]
+    assert dist.shape == (70,) and dist.sum() == pytest.approx(1.0, abs=1e-12)
+    assert int(np.argmax(dist)) == 69
+    assert stats == {"chunked_questions": 1, "max_chunks": 9, "depth": 2}
+
+
+# ---------------------------------------------------------------- mapping and validity
+
+def test_noul_probabilities_are_keyed_by_option_id_not_position():
+    rows = [
+        dataset_row("false-first", [decision_row("q", "noul", [criterion("false", "no"), criterion("true", "yes")])],
+                    [target_row("q", {"false": 0.0, "true": 1.0})]),
+        dataset_row("true-first", [decision_row("q", "noul", [criterion("true", "yes"), criterion("false", "no")])],
+                    [target_row("q", {"false": 0.0, "true": 1.0})]),
+    ]
+    cases = [case_from_row(r) for r in rows]
+    prefers_yes = text_reader(lambda t: 3.0 if t == "yes" else 0.0)
+    preds, _ = predict_cases(cases, prefers_yes)
+    p_yes = softmax(np.array([3.0, 0.0]))[0]
+    for pred in preds:
+        assert pred.probabilities["true"] == pytest.approx(p_yes)
+        assert pred.probabilities["false"] == pytest.approx(1 - p_yes)
+    # a reader that always prefers label A gives p(true) high only where 'true' is authored first
+    prefers_a = lambda qs: [softmax(np.array([2.0] + [0.0] * (len(q["options"]) - 1))) for q in qs]  # noqa: E731
+    preds, _ = predict_cases(cases, prefers_a)
+    assert preds[0].probabilities["true"] < 0.5 < preds[1].probabilities["true"]
+
+
+def test_question_mapping_renders_state_system_prompt_and_options():
+    row = mixed_row("c1")
+    row["input"]["state_json"] = json.dumps({"messages": [{"role": "user", "content": "hi"}], "query": "q?"})
+    row["input"]["decisions"][2]["system_prompt"] = "Be strict."
+    case = case_from_row(row)
+    label, relevant, quality = (to_pipeline_question(case, q) for q in case.questions)
+    assert relevant["question"] == "user: hi\nquery: q?\n\nJudge."
+    assert quality["question"].startswith("Be strict.\n\n")
+    assert [o["id"] for o in label["options"]] == ["b", "a"] and label["options"][0]["text"] == '{"label":"B"}'
+    assert [o["value"] for o in quality["options"]] == [0.0, 4.0] and quality["task"] == "score"
+    assert label["gold"] == "a" and label["id"] == "c1/label"
+    empty = case_from_row(dataset_row("c2", [decision_row("d", "choice", [criterion("x", "X"), criterion("y", "Y")],
+                                                          "Pick one.")], [target_row("d", {"x": 1.0, "y": 0.0})]))
+    empty = type(empty)(**{**empty.__dict__, "state_json": "{}"})
+    assert to_pipeline_question(empty, empty.questions[0])["question"] == "Pick one."
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 3.0])
+def test_distributions_are_valid_for_every_task_and_score(temperature):
+    rng = np.random.default_rng(1)
+    cases = [case_from_row(mixed_row(f"c{i}", t_true=float(i % 2), label="ab"[i % 2], hi=0.25 + 0.1 * (i % 3)))
+             for i in range(6)]
+
+    def read(qs):
+        return [softmax(rng.normal(0, 3, size=len(q["options"])), temperature) for q in qs]
+
+    config = AdapterConfig(temperatures={"noul": temperature, "choice": temperature, "score": temperature})
+    preds, settings = predict_cases(cases, read, config)
+    assert len(preds) == 18
+    for case in cases:
+        for q in case.questions:
+            pred = next(p for p in preds if p.case_id == case.case_id and p.question_id == q.id)
+            check_probabilities(pred.probabilities, q.option_ids)
+            assert list(pred.probabilities) == list(q.option_ids)
+            assert abs(sum(pred.probabilities.values()) - 1) < 1e-12
+    question_of = {"noul": "relevant", "choice": "label", "score": "quality"}
+    for task in ("noul", "choice", "score"):
+        mine = [p for p in preds if p.question_id == question_of[task]]
+        metrics = score_benchmark(definition(f"s-{task}-test-v1", task, 6, 6), cases, mine)
+        assert metrics[{"noul": "binary_brier", "choice": "target_mass_at_prediction",
+                        "score": "normalized_expected_score_mae"}[task]] is not None
+    assert settings["temperatures"] == {"noul": temperature, "choice": temperature, "score": temperature}
+    assert settings["many_options"]["chunk_size"] == 8 and settings["many_options"]["chunked_questions"] == 0
+
+
+def test_model_reader_applies_the_per_task_temperature(tiny, questions):
+    from stages.decision.evaluate import readout
+    model, tok = tiny
+    qs = [next(q for q in questions if q["task"] == t) for t in ("noul", "choice", "score")]
+    logits = readout(model, tok, qs, batch_size=4)
+    temps = {"noul": 0.5, "choice": 1.0, "score": 4.0}
+    got = adapter.model_reader(model, tok, temps, batch_size=4)(qs)
+    for q, lg, p in zip(qs, logits, got):
+        np.testing.assert_allclose(p, softmax(lg, temps[q["task"]]), atol=1e-12)
+        assert p.sum() == pytest.approx(1.0, abs=1e-12)
+    assert not np.allclose(got[2], softmax(logits[2], 1.0))  # temperature 4 really flattens
+
+
+# ---------------------------------------------------------------- routed thinking
+
+def test_select_routed_takes_the_lowest_margins():
+    dists = [np.array([0.9, 0.1]), np.array([0.55, 0.45]), np.array([0.5, 0.3, 0.2]), np.array([0.7, 0.3])]
+    assert select_routed(dists, 0.0) == []
+    assert select_routed(dists, 0.5) == [1, 2]            # margins 0.8, 0.1, 0.2, 0.4
+    assert select_routed(dists, 0.25) == [1]
+    assert select_routed(dists, 1.0, eligible=[True, False, True, True]) == [0, 2, 3]
+    with pytest.raises(ValueError):
+        select_routed(dists, 1.5)
+
+
+def test_thinking_distribution_is_smoothed_one_hot():
+    d = thinking_distribution(4, 2, 0.03)
+    np.testing.assert_allclose(d, [0.01, 0.01, 0.97, 0.01])
+    assert d.sum() == pytest.approx(1.0, abs=1e-15)
+    with pytest.raises(ValueError):
+        thinking_distribution(4, 4, 0.03)
+
+
+def test_routed_thinking_replaces_parsed_answers_and_keeps_the_rest(monkeypatch):
+    cases = [case_from_row(mixed_row(f"c{i}")) for i in range(2)]  # 6 questions
+    # margins: label 0.9-0.1, noul nearly tied, score clearly decided
+    fixed = {"choice": [0.9, 0.1], "noul": [0.49, 0.51], "score": [0.95, 0.05]}
+    read = lambda qs: [np.array(fixed[q["task"]]) for q in qs]  # noqa: E731
+    seen = []
+
+    def fake_thinking(backend, model, tok, questions, settings, batch_size):
+        seen.extend(q["id"] for q in questions)
+        assert settings.temperature == 0.0 and settings.max_new_tokens == 7
+        return [{"thinking_pred": 1 if q["id"].startswith("c0") else None} for q in questions]
+
+    monkeypatch.setattr("stages.decision.evaluate.thinking", fake_thinking)
+    config = AdapterConfig(route_fraction=2 / 6, route_eps=0.1, max_new_tokens=7)
+    preds, settings = predict_cases(cases, read, config, model=object(), tok=SimpleNamespace(eos_token_id=0))
+    assert seen == ["c0/relevant", "c1/relevant"]         # the two lowest-margin questions
+    by_id = {(p.case_id, p.question_id): p.probabilities for p in preds}
+    assert by_id[("c0", "relevant")] == pytest.approx({"false": 0.1, "true": 0.9})    # parsed B = true
+    assert by_id[("c1", "relevant")] == pytest.approx({"false": 0.49, "true": 0.51})  # parse failed: readout kept
+    assert by_id[("c0", "label")] == pytest.approx({"b": 0.9, "a": 0.1})               # not routed
+    assert settings["routing"]["routed"] == 2 and settings["routing"]["parsed"] == 1

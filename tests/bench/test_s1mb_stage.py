@@ -1,0 +1,215 @@
+"""The synthetic S1MB set, the `s1mb_data` and `s1mb@{model}` stages, and Borda against a cohort."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stages.bench import synthetic
+from stages.bench.adapter import to_pipeline_question
+from stages.bench.s1mb import (
+    Prediction, build_result, category_tasks, cohort_scores, borda, dump_benchmark, load_benchmarks,
+    load_cases, load_category, load_model_folder, load_results_dir, read_json, verify_result,
+    write_model_folder,
+)
+from stages.common.errors import PipelineError
+from stages.common.io import write_table
+from stages.decision.questions import QUESTION_SCHEMA, to_row
+
+FAMILY_BENCHMARKS = ["category-choice-test-v1", "count-score-test-v1", "keyword-noul-test-v1",
+                     "larger-choice-test-v1", "larger-many-choice-test-v1"]
+
+
+def params(tmp: Path, cohort_dir: str = "", **data) -> Path:
+    doc = {"base": {"seed": 7, "profile": "default"},
+           "s1mb_data": {"source": "synthetic", "category": "synthetic-v1", "local_dir": "", "revision": "",
+                         "max_cases": 15, "many_options": 12, **data},
+           "s1mb": {"batch_size": 16, "temperatures": {"noul": 1.0, "choice": 1.0, "score": 1.5},
+                    "route_fraction": 0.0, "route_eps": 0.01, "max_new_tokens": 8, "cohort_dir": cohort_dir,
+                    "threads": 1}}
+    path = tmp / f"params-{len(list(tmp.glob('params-*')))}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory, questions) -> Path:
+    """The synthetic set written by the s1mb_data stage from an items file whose split is all eval."""
+    from stages import s1mb_data
+    tmp = tmp_path_factory.mktemp("s1mb")
+    write_table(tmp / "items.parquet", [to_row(q, "eval") for q in questions], QUESTION_SCHEMA)
+    rc = s1mb_data.main(["--params", str(params(tmp)), "--items", str(tmp / "items.parquet"),
+                         "--out", str(tmp / "bench"), "--metrics", str(tmp / "data.json")])
+    assert rc == 0
+    return tmp / "bench"
+
+
+@pytest.fixture(scope="module")
+def run(bench, tiny_dir) -> dict:
+    """One `s1mb@tiny` run on the tiny fixture model."""
+    from stages import s1mb
+    tmp = bench.parent
+    rc = s1mb.main(["tiny", "--params", str(params(tmp)), "--data", str(bench), "--model-dir", tiny_dir,
+                    "--out", str(tmp / "tiny"), "--metrics", str(tmp / "tiny.json")])
+    assert rc == 0
+    return {"out": tmp / "tiny", "metrics": json.loads((tmp / "tiny.json").read_text())}
+
+
+# ---------------------------------------------------------------- synthetic set
+
+def test_synthetic_set_loads_back_with_matching_counts(bench, questions):
+    definitions = load_benchmarks(bench / "benchmarks")
+    category = load_category(bench / "categories" / "synthetic-v1.json", definitions)
+    assert sorted(category.benchmarks) == FAMILY_BENCHMARKS
+    assert {definitions[b].task for b in category.benchmarks} == {"noul", "choice", "score"}
+    per_family = {f: sum(q["family"] == f for q in questions) for f in ("keyword", "category", "larger", "count")}
+    for bid in category.benchmarks:
+        d = definitions[bid]
+        cases = load_cases(bench, d)  # checks case_count and decision_count against the definition
+        assert len(cases) == d.case_count == d.decision_count == sum(len(c.questions) for c in cases)
+        family = bid.split("-")[0]
+        assert d.case_count == min(15, per_family[family])
+        assert (bench / "benchmarks" / f"{bid}.json").read_text() == dump_benchmark(d)  # exact serialisation
+    index = read_json(bench / "index.json")
+    assert index["n_judgments"] == sum(definitions[b].decision_count for b in category.benchmarks)
+    assert len(index["dataset_source"]["revision"]) == 40
+
+
+def test_synthetic_rows_round_trip_to_the_original_questions(bench, questions):
+    definitions = load_benchmarks(bench / "benchmarks")
+    by_id = {q["id"]: q for q in questions}
+    seen_soft = seen_hard = 0
+    for bid in ("keyword-noul-test-v1", "category-choice-test-v1", "count-score-test-v1"):
+        for case in load_cases(bench, definitions[bid]):
+            original = by_id[case.case_id]
+            (question,) = case.questions
+            back = to_pipeline_question(case, question)
+            assert back["question"] == original["question"]
+            assert back["options"] == [{"id": o["id"], "text": o["text"], "value": o["value"]}
+                                       for o in original["options"]]
+            assert case.targets[question.id].probabilities == pytest.approx(original["target"])
+            assert back["gold"] == original["gold"]
+            kind = case.targets[question.id].kind
+            assert kind == ("hard" if max(original["target"].values()) == 1.0 else "soft")
+            seen_soft += kind == "soft"
+            seen_hard += kind == "hard"
+    assert seen_soft > 0 and seen_hard > 0  # count from level 2 on has soft targets
+
+
+def test_many_option_benchmark_extends_larger_deterministically(bench, questions):
+    definitions = load_benchmarks(bench / "benchmarks")
+    many = load_cases(bench, definitions["larger-many-choice-test-v1"])
+    larger = {c.case_id for c in load_cases(bench, definitions["larger-choice-test-v1"])}
+    assert {c.case_id.removesuffix("-x12") for c in many} == larger
+    for case in many:
+        (q,) = case.questions
+        numbers = [int(o.description) for o in q.options]
+        assert len(numbers) == 12 == len(set(numbers))
+        best = q.options[numbers.index(max(numbers))].id
+        assert case.targets[q.id].probabilities[best] == 1.0
+    again = synthetic.build_synthetic([q for q in questions], category="synthetic-v1", seed=7, max_cases=15)
+    assert synthetic.write_synthetic(bench.parent / "again", again) == read_json(bench / "index.json")["files"]
+
+
+# ---------------------------------------------------------------- the s1mb stage
+
+def test_stage_writes_verifiable_results_and_metrics(run, bench):
+    definitions = load_benchmarks(bench / "benchmarks")
+    folders = load_results_dir(run["out"])
+    assert list(folders) == ["pipeline__tiny"]
+    folder = load_model_folder(run["out"] / "pipeline__tiny")
+    assert sorted(folder.results) == FAMILY_BENCHMARKS
+    for bid, result in folder.results.items():
+        verify_result(result, load_cases(bench, definitions[bid]), definitions[bid])  # metrics to 1e-8
+        assert result["status"] == "complete" and result["provenance"] == "measured"
+        assert result["environment"]["dataset_source"]["revision"] == read_json(bench / "index.json")[
+            "dataset_source"]["revision"]
+        assert result["model"]["settings"]["temperatures"]["score"] == 1.5
+    many = folder.results["larger-many-choice-test-v1"]["model"]["settings"]["many_options"]
+    assert many["chunked_questions"] == definitions["larger-many-choice-test-v1"].decision_count
+    assert many["max_chunks"] == 2 and many["chunk_size"] == 8
+    m = run["metrics"]
+    assert {"task_avg", "task_scores", "n_benchmarks", "n_judgments"} <= set(m)
+    assert set(m["task_scores"]) == {"noul", "choice", "score"}
+    assert all(v is None or 0.0 <= v <= 1.0 for v in m["task_scores"].values())
+    assert m["task_avg"] == pytest.approx(sum(m["task_scores"].values()) / 3)
+    assert m["n_benchmarks"] == 5
+    assert m["n_judgments"] == sum(definitions[b].decision_count for b in FAMILY_BENCHMARKS)
+    assert "borda" not in m  # no cohort configured
+
+
+def fake_folder(root: Path, bench: Path, name: str, perfect: bool) -> None:
+    """A published-style model folder with deterministic predictions (targets, or uniform)."""
+    definitions = load_benchmarks(bench / "benchmarks")
+    results = []
+    for bid in FAMILY_BENCHMARKS:
+        cases = load_cases(bench, definitions[bid])
+        preds = [Prediction(c.case_id, q.id, dict(c.targets[q.id].probabilities) if perfect
+                            else {o: 1 / len(q.option_ids) for o in q.option_ids})
+                 for c in cases for q in c.questions]
+        results.append(build_result(definitions[bid], cases, preds, run_id=name, created_at="2025-01-01T00:00:00",
+                                    model={"id": name, "adapter": "fake", "revision": "r"},
+                                    environment={"dataset_source": {"repo_id": "x/y", "revision": "0" * 40}}))
+    write_model_folder(root, {"model_id": f"org__{name}", "display_name": name, "short_name": name}, results)
+
+
+def test_cohort_gives_borda_and_rank(run, bench, tiny_dir):
+    from stages import s1mb
+    tmp = bench.parent
+    cohort = tmp / "cohort"
+    fake_folder(cohort, bench, "perfect", True)
+    fake_folder(cohort, bench, "uniform", False)
+    rc = s1mb.main(["tiny", "--params", str(params(tmp, cohort_dir=str(cohort))), "--data", str(bench),
+                    "--model-dir", tiny_dir, "--out", str(tmp / "tiny2"), "--metrics", str(tmp / "tiny2.json")])
+    assert rc == 0
+    m = json.loads((tmp / "tiny2.json").read_text())
+    assert m["cohort_size"] == 3
+    assert m["borda"] is not None and 0.0 <= m["borda"] < 1.0
+    assert m["rank"] in (2, 3)  # the perfect model scores 1 everywhere and cannot be beaten
+    # the same number from the library directly, over the cohort plus the written folder
+    definitions = load_benchmarks(bench / "benchmarks")
+    shutil.copytree(tmp / "tiny2" / "pipeline__tiny", cohort / "pipeline__tiny")
+    points = borda(cohort_scores(load_results_dir(cohort), definitions),
+                   category_tasks(FAMILY_BENCHMARKS, definitions))
+    assert points["pipeline__tiny"] == pytest.approx(m["borda"], abs=1e-12)
+    assert points["org__perfect"] == max(points.values())
+    assert m["task_scores"] == run["metrics"]["task_scores"]  # the cohort does not change our own scores
+
+
+# ---------------------------------------------------------------- local source and errors
+
+def test_local_export_is_validated_indexed_and_guarded(bench, tmp_path):
+    from stages import s1mb_data
+    export = tmp_path / "export"
+    for part in ("benchmarks", "categories", "datasets"):
+        shutil.copytree(bench / part, export / part)
+    p = params(tmp_path, source="local", local_dir=str(export))
+    assert s1mb_data.main(["--params", str(p), "--out", str(tmp_path / "out"),
+                           "--metrics", str(tmp_path / "m.json")]) == 0
+    index, root = s1mb_data.load_index(tmp_path / "out")
+    assert index["source"] == "local" and root == export.resolve()
+    assert index["n_benchmarks"] == 5 and len(index["dataset_source"]["revision"]) == 40
+    copied = sorted(p.name for p in (tmp_path / "out" / "benchmarks").iterdir())
+    assert copied == [f"{b}.json" for b in FAMILY_BENCHMARKS]
+    data = export / "datasets" / "keyword" / "test" / "data.jsonl"
+    data.write_text(data.read_text().replace('"hard"', '"soft"', 1))
+    with pytest.raises(PipelineError, match="changed since s1mb_data"):
+        s1mb_data.load_index(tmp_path / "out")
+    # a broken row is reported by the stage as one error line (exit code 2), not a traceback
+    data.write_text(data.read_text().replace('"probabilities": [', '"probabilities": [0.5, ', 1))
+    assert s1mb_data.main(["--params", str(p), "--out", str(tmp_path / "out"),
+                           "--metrics", str(tmp_path / "m.json")]) == 2
+
+
+def test_bad_params_are_pipeline_errors(tmp_path):
+    from stages import s1mb_data
+    from stages.common.params import load_section
+    with pytest.raises(PipelineError, match="local_dir"):
+        load_section(s1mb_data.S1mbDataParams, "s1mb_data", params(tmp_path, source="local"))
+    with pytest.raises(PipelineError, match="category"):
+        load_section(s1mb_data.S1mbDataParams, "s1mb_data", params(tmp_path, category="bad id!"))
+    with pytest.raises(PipelineError, match="many_options"):
+        load_section(s1mb_data.S1mbDataParams, "s1mb_data", params(tmp_path, many_options=8))
