@@ -1,38 +1,46 @@
 """Stage `evaluate@{model}`: readout, thinking and post-chain answers on the eval split.
 
-Readout: option-label probabilities after `Answer:` (one forward pass).
-Thinking: one sampled chain per question through the configured backend,
-answer parsed from it; post-chain readout from the chain's exact token ids.
+Readout: option-label probabilities after `Answer:` (one forward pass), with the
+model's calibrated per-task temperatures. Thinking: one sampled chain per
+question, answer parsed; post-chain readout from the chain's exact token ids.
+Adds routing (lowest-margin share to thinking), disagreement AUROC, bootstrap
+CIs, and for every model but the base a paired bootstrap against the base.
 """
 from __future__ import annotations
 
 import argparse
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from stages.common.hashing import stable_subset
-from stages.common.io import write_json, write_jsonl
+from stages.common.io import read_json, read_jsonl, write_json, write_jsonl
 from stages.common.log import stage_main, summary
 from stages.common.params import load_base, load_section, rule
-from stages.decision.evaluate import accuracy_by_group, readout, readout_summary, thinking, thinking_summary
-from stages.decision.questions import gold_index, load_items
+from stages.decision import metrics as dm
+from stages.decision.evaluate import answer_both_ways
+from stages.decision.questions import load_items
 from stages.lm.backends import BACKENDS, SamplingSettings, make_backend
 from stages.lm.model import load_model
 from stages.lm.tokenizer import load_tokenizer
+from stages.reporting.plots import plot_accuracy_grid, plot_reliability, plot_routing_curve
 
 
 @dataclass
 class EvaluateParams:
     backend: str = rule(choices=BACKENDS)
     max_items: int = rule(min=1)
+    calibration_items: int = rule(min=1)
     batch_size: int = rule(min=1)
     max_new_tokens: int = rule(min=1)
     temperature: float = rule(min=0.0)
     top_p: float = rule(min=0.0, max=1.0)
     ece_bins: int = rule(min=2)
+    bootstrap: int = rule(min=10)
+    baseline: str = "base"
     threads: int = rule(min=1, default=2)
 
 
@@ -42,6 +50,20 @@ def build_backend(name: str, model, tok, model_dir: str, batch_size: int):
     if name == "vllm":
         return make_backend("vllm", model_path=model_dir)
     return make_backend(name)
+
+
+def sampling(p: EvaluateParams, seed: int, tok) -> SamplingSettings:
+    return SamplingSettings(max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
+                            seed=seed, stop_token_ids=(tok.eos_token_id,))
+
+
+def records_to_table(records: list[dict], questions: list[dict], temps: dict) -> dict:
+    """Rebuild the per-item table from stored records (used for the baseline model)."""
+    return dm.item_table(questions, [np.array(r["readout_logits"]) for r in records],
+                         [r["thinking_pred"] for r in records], [r["chain_tokens"] for r in records],
+                         [r["finish_reason"] for r in records],
+                         [None if r["post_logits"] is None else np.array(r["post_logits"]) for r in records],
+                         temps.get("readout"), temps.get("post_chain"))
 
 
 @stage_main
@@ -57,33 +79,43 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(p.threads)
     model_dir = f"models/{args.model}"
     model, tok = load_model(model_dir), load_tokenizer(model_dir)
+    temps = read_json(f"data/calibrate/{args.model}/temperatures.json")
     questions = stable_subset(load_items(args.items, split="eval"), p.max_items, "evaluate")
-
-    logits = readout(model, tok, questions, p.batch_size)
     backend = build_backend(p.backend, model, tok, model_dir, p.batch_size)
-    settings = SamplingSettings(max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
-                                seed=seed, stop_token_ids=(tok.eos_token_id,))
-    chains = thinking(backend, model, tok, questions, settings, p.batch_size)
-
-    gold = [gold_index(q) for q in questions]
-    readout_pred = [int(np.argmax(lg)) for lg in logits]
-    records = [{"id": q["id"], "family": q["family"], "level": q["level"], "task": q["task"], "gold": g,
-                "readout_logits": [round(float(x), 5) for x in lg], "readout_pred": rp,
-                "thinking_pred": c["thinking_pred"], "chain_tokens": c["chain_tokens"],
-                "finish_reason": c["finish_reason"], "chain": c["text"],
+    logits, chains = answer_both_ways(model, tok, backend, questions, sampling(p, seed, tok), p.batch_size)
+    records = [{"id": q["id"], "family": q["family"], "level": q["level"], "task": q["task"],
+                "readout_logits": [round(float(x), 5) for x in lg], "thinking_pred": c["thinking_pred"],
+                "chain_tokens": c["chain_tokens"], "finish_reason": c["finish_reason"], "chain": c["text"],
                 "post_logits": None if c["post_logits"] is None else [round(float(x), 5) for x in c["post_logits"]]}
-               for q, g, lg, rp, c in zip(questions, gold, logits, readout_pred, chains)]
-    by_group = accuracy_by_group(questions, [r == g for r, g in zip(readout_pred, gold)])
-    metrics = {"n_items": len(questions), "readout": readout_summary(logits, questions, n_bins=p.ece_bins),
-               "thinking": thinking_summary(chains, questions),
-               "readout_by_family": {f: round(float(np.mean([rp == g for q, rp, g in zip(questions, readout_pred, gold)
-                                                            if q["family"] == f])), 6)
-                                     for f in sorted({q["family"] for q in questions})}}
+               for q, lg, c in zip(questions, logits, chains)]
+    table = records_to_table(records, questions, temps)
+    raw = records_to_table(records, questions, {})
+    head = dm.headline(table, p.ece_bins)
+    curve = dm.routing_curve(table)
+    metrics = {"n_items": len(questions), **head,
+               "readout_uncalibrated": dm.headline(raw, p.ece_bins)["readout"],
+               "ece_calibrated": head["readout"]["ece"], "temperatures": temps,
+               "by_family": {f: dm.headline(dm.subset(table, table["family"] == f), p.ece_bins)["readout"]
+                             for f in sorted(set(table["family"].tolist()))},
+               "routing": {"gap_recovered_at_30": dm.gap_recovered(curve, 0.3),
+                           "accuracy_at_30": next(r["accuracy"] for r in curve if abs(r["fraction"] - 0.3) < 1e-9)},
+               "cis": dm.headline_cis(table, p.bootstrap, seed)}
+    if args.model != p.baseline:
+        base_temps = read_json(f"data/calibrate/{p.baseline}/temperatures.json")
+        base_records = read_jsonl(f"data/evaluate/{p.baseline}/records.jsonl")
+        metrics["vs_base"] = dm.vs_baseline(table, records_to_table(base_records, questions, base_temps), p.bootstrap, seed)
     write_jsonl(f"data/evaluate/{args.model}/records.jsonl", records)
-    write_json(f"plots/evaluate/{args.model}/accuracy_by_group.json", by_group)
+    plots = Path(f"plots/evaluate/{args.model}")
+    write_json(plots / "routing.json", curve)
+    write_json(plots / "accuracy_by_group.json", dm.accuracy_grid(table))
+    plot_routing_curve({args.model: curve}, plots / "routing.png")
+    plot_reliability({"calibrated": dm.reliability(table, p.ece_bins), "T=1": dm.reliability(raw, p.ece_bins)},
+                     plots / "reliability.png")
+    plot_accuracy_grid(dm.accuracy_grid(table), plots / "accuracy_grid.png", f"{args.model}: accuracy by family × level")
     write_json(f"metrics/evaluate/{args.model}.json", metrics)
-    summary(f"evaluate@{args.model}", started, n=len(questions), readout_acc=metrics["readout"]["accuracy"],
-            thinking_acc=metrics["thinking"]["accuracy"], parse_rate=metrics["thinking"]["parse_rate"])
+    summary(f"evaluate@{args.model}", started, n=len(questions), readout_acc=head["readout"]["accuracy"],
+            thinking_acc=head["thinking"]["accuracy"], parse_rate=head["thinking"]["parse_rate"],
+            gap_recovered_at_30=metrics["routing"]["gap_recovered_at_30"])
 
 
 if __name__ == "__main__":

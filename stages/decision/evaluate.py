@@ -81,3 +81,10 @@ def accuracy_by_group(questions: Sequence[dict], correct: Sequence[bool]) -> lis
         cells[(q["family"], q["level"])].append(bool(ok))
     return [{"family": f, "level": lvl, "accuracy": round(float(np.mean(v)), 6), "n": len(v)}
             for (f, lvl), v in sorted(cells.items())]
+
+
+def answer_both_ways(model: PreTrainedModel, tok: PreTrainedTokenizerBase, backend: Backend,
+                     questions: Sequence[dict], settings: SamplingSettings,
+                     batch_size: int = 32) -> tuple[list[np.ndarray], list[dict]]:
+    """Readout logits and one thinking record (with post-chain logits) per question."""
+    return readout(model, tok, questions, batch_size), thinking(backend, model, tok, questions, settings, batch_size)

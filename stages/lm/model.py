@@ -43,12 +43,19 @@ def build_tiny_model(spec: TinyModelSpec, vocab_size: int, pad_token_id: int, eo
     return model
 
 
-def load_model(path: str | Path, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
-    """Load a `save_pretrained` directory (local only: nothing is fetched from a hub)."""
+def load_model(path: str | Path, dtype: torch.dtype | None = None) -> PreTrainedModel:
+    """Load a `save_pretrained` directory (local only: nothing is fetched from a hub).
+
+    On a GPU machine the model goes to CUDA in bfloat16; on CPU it stays float32.
+    """
     path = Path(path)
     if not (path / "config.json").is_file():
         raise PipelineError(f"{path}: not a model directory (no config.json); run `dvc repro` or fix the model path in params.yaml")
+    cuda = torch.cuda.is_available()
+    dtype = dtype or (torch.bfloat16 if cuda else torch.float32)
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
+    if cuda:
+        model.to("cuda")
     model.eval()
     return model
 

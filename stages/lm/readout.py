@@ -35,8 +35,10 @@ def next_token_logits(model: PreTrainedModel, prefixes: Sequence[Sequence[int]],
     for batch in progress(batches, desc=desc, unit="batch"):
         ids, mask = pad_left([prefixes[i] for i in batch], pad_id)
         position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-        logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids).logits[:, -1, :]
-        out.append((batch, logits.float()))
+        dev = model.device
+        logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev),
+                       position_ids=position_ids.to(dev)).logits[:, -1, :]
+        out.append((batch, logits.float().cpu()))
     result = torch.empty((len(prefixes), out[0][1].shape[-1]), dtype=torch.float32)
     for batch, logits in out:
         result[torch.as_tensor(batch)] = logits
@@ -67,7 +69,9 @@ def continuation_nll(model: PreTrainedModel, prefixes: Sequence[Sequence[int]],
         seqs = [list(p) + list(c) for p, c in zip(prefixes[b:b + batch_size], continuations[b:b + batch_size])]
         ids, mask = pad_left(seqs, pad_id)
         position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-        logp = torch.log_softmax(model(input_ids=ids, attention_mask=mask, position_ids=position_ids).logits.float(), -1)
+        dev = model.device
+        logp = torch.log_softmax(model(input_ids=ids.to(dev), attention_mask=mask.to(dev),
+                                       position_ids=position_ids.to(dev)).logits.float(), -1).cpu()
         for row, c in enumerate(continuations[b:b + batch_size]):
             n = len(c)
             if n == 0:

@@ -12,11 +12,18 @@ from stages.ingest import IngestParams
 from stages.items import ItemsParams
 from stages.pretrain import PretrainParams
 from stages.tokenizer import TokenizerParams
+from stages.generate import GenerateParams
+from stages.select_chains import SelectChainsParams
+from stages.s1mb_data import S1mbDataParams
+from stages.s1mb import S1mbParams
+from stages.sft import SFTParams
+from stages.lr_sweep import LrSweepParams
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTIONS = {"base": BaseParams, "items": ItemsParams, "ingest": IngestParams, "tokenizer": TokenizerParams,
             "curate": CurateParams, "pretrain": PretrainParams, "base_model": BaseModelParams,
-            "evaluate": EvaluateParams}
+            "evaluate": EvaluateParams, "generate": GenerateParams, "select_chains": SelectChainsParams,
+            "s1mb_data": S1mbDataParams, "s1mb": S1mbParams, "sft": SFTParams, "lr_sweep": LrSweepParams}
 FILES = [ROOT / "params.yaml", *sorted((ROOT / "profiles").glob("*.yaml"))]
 
 
@@ -34,7 +41,7 @@ def test_profiles_have_the_same_keys_as_params(path):
         out = set()
         for k, v in d.items():
             out.add(prefix + k)
-            if isinstance(v, dict) and k not in ("filters", "splits"):
+            if isinstance(v, dict) and k not in ("filters", "splits", "register_weights"):
                 out |= keys(v, prefix + k + ".")
         return out
     assert keys(yaml.safe_load(path.read_text())) == keys(yaml.safe_load((ROOT / "params.yaml").read_text()))

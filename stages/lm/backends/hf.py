@@ -34,13 +34,13 @@ class HFBackend:
             started = time.perf_counter()
             sampled = settings.temperature > 0
             out = self.model.generate(
-                input_ids=ids, attention_mask=mask, max_new_tokens=settings.max_new_tokens,
+                input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device), max_new_tokens=settings.max_new_tokens,
                 do_sample=sampled, temperature=settings.temperature if sampled else None,
                 top_p=settings.top_p if sampled else None, top_k=0 if sampled else None,
                 eos_token_id=sorted(stops), pad_token_id=pad)
             seconds = (time.perf_counter() - started) / len(batch)
             for row, j in enumerate(batch):
-                gen = out[row, ids.shape[1]:].tolist()
+                gen = out[row, ids.shape[1]:].cpu().tolist()
                 cut = next((k + 1 for k, t in enumerate(gen) if t in stops), None)
                 tokens = gen[:cut] if cut else gen
                 p, s = jobs[j]
