@@ -46,6 +46,7 @@ class SFTParams:
     max_length: int = rule(min=16)
     dev_items: int = rule(min=1)
     lora_targets: list[str] = field(default_factory=list)
+    train_embeddings: bool = False            # embedding delta in the adapter (tiny from-scratch bases)
     save_steps: int = rule(min=0, default=0)
     threads: int = rule(min=1, default=2)
 
@@ -68,7 +69,7 @@ def settings_from(p: SFTParams, lr: float, seed: int, max_steps: int | None = No
     return SFTSettings(lr=lr, max_steps=max_steps or p.max_steps, batch_size=p.batch_size,
                        warmup_steps=p.warmup_steps, lora_r=p.lora_r, lora_alpha=p.lora_alpha,
                        lora_targets=p.lora_targets, readout_weight=p.readout_weight, seed=seed,
-                       save_steps=p.save_steps, bf16=torch.cuda.is_available())
+                       save_steps=p.save_steps, bf16=torch.cuda.is_available(), train_embeddings=p.train_embeddings)
 
 
 @stage_main

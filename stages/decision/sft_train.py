@@ -29,6 +29,7 @@ class SFTSettings:
     seed: int
     save_steps: int = 0       # 0 = no intermediate checkpoints
     bf16: bool = False
+    train_embeddings: bool = False  # an embedding delta in the adapter (peft trainable tokens)
 
 
 def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: Sequence[dict], s: SFTSettings,
@@ -44,8 +45,13 @@ def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: 
         seed=s.seed, data_seed=s.seed, use_cpu=not torch.cuda.is_available(), bf16=s.bf16,
         gradient_checkpointing=False, remove_unused_columns=False, report_to="none",
         dataset_kwargs={"skip_prepare_dataset": True}, disable_tqdm=True, dataloader_num_workers=0)
+    # A from-scratch tiny model never saw the chat markup in pretraining and keeps much
+    # of its task knowledge in the token embeddings, which LoRA's linear adapters
+    # cannot change: `train_embeddings` adds a per-token embedding delta to the same
+    # adapter (tied to the LM head). Large pretrained bases do not need it.
+    tokens = {"embed_tokens": list(range(model.get_input_embeddings().num_embeddings))} if s.train_embeddings else None
     lora = LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules=list(s.lora_targets), lora_dropout=0.0,
-                      bias="none", task_type="CAUSAL_LM")
+                      bias="none", task_type="CAUSAL_LM", trainable_token_indices=tokens)
     trainer = JointSFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tok,
                               data_collator=JointCollator(tok.pad_token_id), peft_config=lora,
                               readout_weight=s.readout_weight)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -67,6 +68,26 @@ def test_metrics_exist_with_sane_values(repo):
     base = _metrics(repo, "base_model.json")
     assert base["gold_trace_nll"] < base["gold_trace_nll_untrained"]
     assert (repo / "dvc.lock").is_file() and (repo / "models" / "base" / "config.json").is_file()
+
+
+@pytest.mark.slow
+def test_decision_chain_metrics_are_consistent(repo):
+    sel = _metrics(repo, "select_chains.json")
+    assert 0 < sel["kept"] <= sel["generated"] and sel["parsed"] <= sel["generated"]
+    assert sum(sel["correct_of_k"].values()) > 0
+    sft = _metrics(repo, "sft.json")
+    assert sft["chosen_lr"] in yaml.safe_load((repo / "params.yaml").read_text())["lr_sweep"]["lrs"]
+    assert sft["train_tokens"] > 0 and 0 <= sft["dev"]["accuracy"] <= 1
+    ev = _metrics(repo, "evaluate/sft.json")
+    for key in ("diff", "ci_low", "ci_high"):
+        assert key in ev["vs_base"]["readout_accuracy"]
+    assert ev["vs_base"]["readout_accuracy"]["ci_low"] <= ev["vs_base"]["readout_accuracy"]["ci_high"]
+    assert "gap_recovered_at_30" in ev["routing"] and "ece_calibrated" in ev
+    assert (repo / "models" / "sft" / "adapter" / "adapter_config.json").is_file()
+    for model in ("base", "sft"):
+        s1 = _metrics(repo, f"s1mb/{model}.json")
+        assert s1["n_benchmarks"] > 0 and s1["n_judgments"] > 0
+        assert set(s1["task_scores"]) == {"noul", "choice", "score"}
 
 
 @pytest.mark.slow
