@@ -23,13 +23,17 @@ def record_id(question_id: str, source: str, sample: int) -> str:
 
 
 def completion_record(q: dict, c: Completion, source: str, tok: PreTrainedTokenizerBase) -> dict:
-    """A sampled chain as the assistant text it completes (`<think>` + sampled text)."""
+    """A sampled chain as the assistant text it completes (`<think>` + sampled text).
+
+    Timings stay out of the record (they go to the stage metrics), so a resumed
+    log is byte-identical to an uninterrupted one.
+    """
     text = c.text
     if text.endswith(tok.eos_token):
         text = text[: -len(tok.eos_token)]
     return {"id": record_id(q["id"], source, c.sample_index), "question_id": q["id"], "source": source,
             "sample": c.sample_index, "text": f"{THINK_OPEN}\n{text}", "token_ids": c.token_ids,
-            "finish_reason": c.finish_reason, "n_tokens": len(c.token_ids), "seconds": c.seconds}
+            "finish_reason": c.finish_reason, "n_tokens": len(c.token_ids)}
 
 
 def solver_record(q: dict, tok: PreTrainedTokenizerBase) -> dict:
@@ -37,7 +41,7 @@ def solver_record(q: dict, tok: PreTrainedTokenizerBase) -> dict:
     text = assistant_answer(q, LABELS[gold_index(q)], q["trace"])
     ids = encode(tok, text[len(THINK_OPEN) + 1:] + tok.eos_token)
     return {"id": record_id(q["id"], "teacher", 0), "question_id": q["id"], "source": "teacher", "sample": 0,
-            "text": text, "token_ids": ids, "finish_reason": "stop", "n_tokens": len(ids), "seconds": 0.0}
+            "text": text, "token_ids": ids, "finish_reason": "stop", "n_tokens": len(ids)}
 
 
 def generate_chains(questions: Sequence[dict], sources: dict[str, Backend | None], settings: SamplingSettings,

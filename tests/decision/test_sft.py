@@ -1,0 +1,71 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from stages.decision.sft import (MAX_LABELS, JointCollator, build_joint_examples, joint_losses, readout_example,
+                                 readout_target)
+from stages.decision.sft_train import SFTSettings, lr_rule, train_joint
+from stages.lm.model import load_model
+
+
+def test_readout_target_mixes_gold_and_votes():
+    q = {"options": [{"id": "a"}, {"id": "b"}, {"id": "c"}], "gold": "b"}
+    assert readout_target(q, [0, 0, 1, None], alpha=0.5) == pytest.approx([1 / 3, 0.5 + 1 / 6, 0.0])
+    assert readout_target(q, [None, None], alpha=0.5) == [0.0, 1.0, 0.0]  # no parsed vote: gold only
+    assert sum(readout_target(q, [2, 2, 1], alpha=0.3)) == pytest.approx(1.0)
+
+
+def test_soft_target_loss_matches_hand_computation():
+    vocab = 6
+    logits = torch.zeros((1, 3, vocab))
+    logits[0, 2, 4], logits[0, 2, 5] = math.log(3.0), 0.0  # label logits at the readout position: p = 3/4, 1/4
+    batch = {"input_ids": torch.tensor([[1, 2, 3]]), "loss_weights": torch.zeros((1, 3)),
+             "readout_pos": torch.tensor([2]), "readout_label_ids": torch.tensor([[4, 5] + [-1] * (MAX_LABELS - 2)]),
+             "readout_target": torch.tensor([[0.5, 0.5] + [0.0] * (MAX_LABELS - 2)])}
+    chain, readout = joint_losses(logits, batch)
+    assert float(chain) == 0.0  # no weighted tokens
+    assert float(readout) == pytest.approx(-(0.5 * math.log(0.75) + 0.5 * math.log(0.25)), abs=1e-6)
+
+
+def test_chain_loss_is_weighted_token_nll():
+    logits = torch.zeros((1, 3, 4))  # uniform: every token costs log 4
+    batch = {"input_ids": torch.tensor([[0, 1, 2]]), "loss_weights": torch.tensor([[0.0, 0.5, 1.0]]),
+             "readout_pos": torch.tensor([-1]), "readout_label_ids": torch.full((1, MAX_LABELS), -1),
+             "readout_target": torch.zeros((1, MAX_LABELS))}
+    chain, readout = joint_losses(logits, batch)
+    assert float(chain) == pytest.approx(math.log(4)) and float(readout) == 0.0
+
+
+def test_collator_and_examples(tiny, questions):
+    _, tok = tiny
+    q = questions[0]
+    ex = readout_example(tok, q, readout_target(q, [], 0.5), prompt_loss_weight=0.0)
+    assert ex["readout_pos"] == len(ex["input_ids"]) - 1 and tok.decode(ex["input_ids"]).endswith("Answer:")
+    kept = [{"id": "x", "question_id": q["id"], "text": "<think>\nok\n</think>\nAnswer: A"}]
+    examples, too_long = build_joint_examples(tok, [q], kept, {}, 0.5, 1.0, 512)
+    assert [e["kind"] for e in examples] == ["chain", "readout"] and too_long == 0
+    batch = JointCollator(tok.pad_token_id)(examples)
+    assert batch["input_ids"].shape[0] == 2 and batch["loss_weights"][1].sum() == len(examples[1]["input_ids"])
+    assert build_joint_examples(tok, [q], kept, {}, 0.5, 1.0, max_length=5)[1] == 1
+
+
+def test_lr_rule_prefers_lowest_nll_then_lower_rate():
+    assert lr_rule({0.001: 0.9, 0.003: 0.8, 0.01: 1.2}) == 0.003
+    assert lr_rule({0.001: 0.8, 0.003: 0.8}) == 0.001
+
+
+def test_training_is_deterministic_on_cpu(tiny_dir, tiny, questions, tmp_path):
+    _, tok = tiny
+    kept = [{"id": f"c{i}", "question_id": q["id"], "text": "<think>\nx\n</think>\nAnswer: A"} for i, q in enumerate(questions[:8])]
+    examples, _ = build_joint_examples(tok, questions[:8], kept, {}, 0.5, 1.0, 512)
+    s = SFTSettings(lr=1e-3, max_steps=3, batch_size=4, warmup_steps=0, lora_r=4, lora_alpha=8,
+                    lora_targets=["q_proj", "v_proj"], readout_weight=1.0, seed=3, train_embeddings=True)
+    runs = []
+    for k in range(2):
+        model, _, parts = train_joint(load_model(tiny_dir), tok, examples, s, tmp_path / f"w{k}")
+        runs.append((parts, {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}))
+    assert runs[0][0] == runs[1][0] and len(runs[0][0]) == 3
+    assert all(torch.equal(runs[0][1][n], runs[1][1][n]) for n in runs[0][1])
+    assert any("lora" in n for n in runs[0][1]) and any("token" in n for n in runs[0][1])
