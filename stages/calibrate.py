@@ -19,7 +19,8 @@ from stages.common.log import stage_main, summary
 from stages.common.params import load_base, load_section
 from stages.decision.evaluate import answer_both_ways, readout_summary
 from stages.decision.questions import gold_index, load_items
-from stages.evaluate import EvaluateParams, build_backend, sampling
+from stages.evaluate import EvaluateParams, sampling
+from stages.lm.backends import backend_for_model
 from stages.lm.model import load_model
 from stages.lm.tokenizer import load_tokenizer
 
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     model_dir = f"models/{args.model}"
     model, tok = load_model(model_dir), load_tokenizer(model_dir)
     questions = stable_subset(load_items(args.items, split="calibration"), p.calibration_items, "calibrate")
-    backend = build_backend(p.backend, model, tok, model_dir, p.batch_size)
+    backend = backend_for_model(p.backend, model, tok, model_dir, p.batch_size)
     logits, chains = answer_both_ways(model, tok, backend, questions, sampling(p, seed, tok), p.batch_size)
     post = [(c["post_logits"], q) for c, q in zip(chains, questions) if c["post_logits"] is not None]
     report = {"readout": fit_and_report(logits, questions, p.ece_bins),

@@ -23,7 +23,7 @@ from stages.common.params import load_base, load_section, rule
 from stages.decision import metrics as dm
 from stages.decision.evaluate import answer_both_ways
 from stages.decision.questions import load_items
-from stages.lm.backends import BACKENDS, SamplingSettings, make_backend
+from stages.lm.backends import BACKENDS, SamplingSettings, backend_for_model
 from stages.lm.model import load_model
 from stages.lm.tokenizer import load_tokenizer
 from stages.reporting.plots import plot_accuracy_grid, plot_reliability, plot_routing_curve
@@ -43,13 +43,6 @@ class EvaluateParams:
     baseline: str = "base"
     threads: int = rule(min=1, default=2)
 
-
-def build_backend(name: str, model, tok, model_dir: str, batch_size: int):
-    if name == "hf":
-        return make_backend("hf", model=model, tokenizer=tok, batch_size=batch_size)
-    if name == "vllm":
-        return make_backend("vllm", model_path=model_dir)
-    return make_backend(name)
 
 
 def sampling(p: EvaluateParams, seed: int, tok) -> SamplingSettings:
@@ -81,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     model, tok = load_model(model_dir), load_tokenizer(model_dir)
     temps = read_json(f"data/calibrate/{args.model}/temperatures.json")
     questions = stable_subset(load_items(args.items, split="eval"), p.max_items, "evaluate")
-    backend = build_backend(p.backend, model, tok, model_dir, p.batch_size)
+    backend = backend_for_model(p.backend, model, tok, model_dir, p.batch_size)
     logits, chains = answer_both_ways(model, tok, backend, questions, sampling(p, seed, tok), p.batch_size)
     records = [{"id": q["id"], "family": q["family"], "level": q["level"], "task": q["task"],
                 "readout_logits": [round(float(x), 5) for x in lg], "thinking_pred": c["thinking_pred"],

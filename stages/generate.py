@@ -26,7 +26,7 @@ from stages.common.log import info, progress, stage_main, summary
 from stages.common.params import load_base, load_section, rule
 from stages.decision.generation import generate_chains
 from stages.decision.questions import load_items
-from stages.lm.backends import BACKENDS, SamplingSettings, make_backend
+from stages.lm.backends import BACKENDS, SamplingSettings, backend_for_model, make_backend
 from stages.lm.model import load_model
 from stages.lm.tokenizer import load_tokenizer
 
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     model, tok = load_model(args.model), load_tokenizer(args.model)
     questions = stable_subset(load_items(args.items, split="pool"), p.max_questions, "generate")
     questions.sort(key=lambda q: q["id"])
-    sources = {"base": build_backend(p.backend, model, tok, args.model, p.batch_size)}
+    sources = {"base": backend_for_model(p.backend, model, tok, args.model, p.batch_size)}
     if p.teacher == "solver":
         sources["teacher"] = None
     elif p.teacher == "openai":
@@ -116,14 +116,6 @@ def main(argv: list[str] | None = None) -> None:
     summary("generate", started, questions=len(questions), records=len(records), resumed=resumed,
             tok_per_s=metrics["throughput"]["tokens_per_second"], truncated=metrics["base"]["truncated"])
 
-
-def build_backend(name: str, model, tok, model_dir: str, batch_size: int):
-    """The configured backend over the local model (hf / vllm) or an endpoint (openai)."""
-    if name == "hf":
-        return make_backend("hf", model=model, tokenizer=tok, batch_size=batch_size)
-    if name == "vllm":
-        return make_backend("vllm", model_path=model_dir)
-    raise PipelineError("generate.backend: openai serves the teacher; the base model runs on hf or vllm")
 
 
 if __name__ == "__main__":

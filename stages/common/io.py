@@ -145,12 +145,11 @@ def repair_jsonl(path: Path) -> bool:
     return True
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
-    """Read a JSONL file; a malformed line is an error naming file and line."""
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line; a malformed line names file and line."""
     path = Path(path)
     if not path.is_file():
         raise PipelineError(f"{path}: file not found")
-    rows = []
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
@@ -161,8 +160,12 @@ def read_jsonl(path: str | Path) -> list[dict]:
                 raise PipelineError(f"{path}:{lineno}: malformed JSON ({exc.msg}); fix or remove the line") from None
             if not isinstance(row, dict):
                 raise PipelineError(f"{path}:{lineno}: expected a JSON object per line")
-            rows.append(row)
-    return rows
+            yield lineno, row
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """Read a JSONL file; a malformed line is an error naming file and line."""
+    return [row for _, row in iter_jsonl(path)]
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> None:

@@ -9,13 +9,13 @@ tests and reports; selection code never reads them.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 
 from stages.common.errors import PipelineError
+from stages.common.io import iter_jsonl
 from stages.curation import _lexicon as lx
 from stages.curation._grammar import CLEAN_GENERATORS, REGISTERS, Draw, near_dup_text, noise_text
 
@@ -155,17 +155,10 @@ def validate_pool(docs: list[dict], source: str = "pool") -> list[dict]:
 
 def _read_jsonl(f: Path) -> list[dict]:
     rows = []
-    with f.open(encoding="utf-8") as fh:
-        for ln, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise PipelineError(f"{f}:{ln}: malformed JSON ({e.msg}); fix or delete that line") from None
-            if not isinstance(row, dict) or "id" not in row or "text" not in row:
-                raise PipelineError(f"{f}:{ln}: expected an object with 'id' and 'text'; fix that line")
-            rows.append(row)
+    for ln, row in iter_jsonl(f):
+        if "id" not in row or "text" not in row:
+            raise PipelineError(f"{f}:{ln}: expected an object with 'id' and 'text'; fix that line")
+        rows.append(row)
     return rows
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from stages.common.errors import PipelineError
-from stages.common.io import read_jsonl, read_table
+from stages.common.io import iter_jsonl, read_table
 
 TASKS = ("choice", "noul", "score")
 LABELS = "ABCDEFGH"
@@ -74,16 +74,7 @@ def load_external_questions(path: str | Path) -> list[dict]:
             if "target_json" in row:
                 row["target"] = json.loads(row.pop("target_json"))
         return [validate_question(r, f"{path}:row {i + 1}") for i, r in enumerate(rows)]
-    out = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PipelineError(f"{path}:{lineno}: malformed JSON ({exc.msg}); fix the line") from None
-        out.append(validate_question(row, f"{path}:{lineno}"))
-    return out
+    return [validate_question(row, f"{path}:{lineno}") for lineno, row in iter_jsonl(path)]
 
 
 def to_row(q: dict, split: str) -> dict:

@@ -60,3 +60,12 @@ def make_backend(name: str, **kwargs: Any) -> Backend:
         from stages.lm.backends.openai import OpenAIBackend
         return OpenAIBackend(**kwargs)
     raise PipelineError(f"backend {name!r} is unknown; use one of {', '.join(BACKENDS)} (params.yaml)")
+
+
+def backend_for_model(name: str, model: Any, tokenizer: Any, model_dir: str, batch_size: int) -> Backend:
+    """The backend that runs a local model: `hf` on the loaded model, `vllm` on its directory."""
+    if name == "hf":
+        return make_backend("hf", model=model, tokenizer=tokenizer, batch_size=batch_size)
+    if name == "vllm":
+        return make_backend("vllm", model_path=model_dir)
+    raise PipelineError(f"backend {name!r} cannot run a local model; use hf or vllm (openai serves a teacher or judge)")
