@@ -5,6 +5,8 @@ PIP     := .venv/bin/pip
 DVC     := .venv/bin/dvc
 PROFILE ?= default
 STAMP   := .venv/.installed
+# dvc.yaml commands call `python`: the venv's must come first on PATH
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
 .PHONY: install run test bench gpu-params clean-venv
 
