@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     metrics = {"n_items": len(questions), **head,
                "readout_uncalibrated": dm.headline(raw, p.ece_bins)["readout"],
                "ece_calibrated": head["readout"]["ece"], "temperatures": temps,
+               "ece_change": dm.ece_change(table, raw, p.ece_bins, p.bootstrap, seed),
                "by_family": {f: dm.headline(dm.subset(table, table["family"] == f), p.ece_bins)["readout"]
                              for f in sorted(set(table["family"].tolist()))},
                "routing": {"gap_recovered_at_30": dm.gap_recovered(curve, 0.3),

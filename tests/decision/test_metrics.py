@@ -279,3 +279,15 @@ def test_outputs_are_json_ready(six):
     floats = [v for v in json.loads(text)["c"][0].values() if isinstance(v, float)]
     assert floats and all(v == round(v, 6) for v in floats)
     assert not math.isnan(metrics.headline(six)["readout"]["ece"])
+
+
+def test_ece_change_is_zero_for_identical_tables_and_signed_otherwise():
+    import numpy as np
+    from stages.decision.metrics import ece_change
+    corr = np.array([True, False, True, True, False, True, False, True] * 25)  # accuracy 0.625
+    raw = {"readout_correct": corr, "confidence": np.full(200, 0.6)}
+    same = ece_change(raw, raw, n_bins=10, n_resamples=50)
+    assert same == {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+    worse = {"readout_correct": corr, "confidence": np.full(200, 0.99)}  # confidence 0.99 at accuracy 0.625
+    out = ece_change(worse, raw, n_bins=10, n_resamples=50)
+    assert out["diff"] == round(abs(0.99 - 0.625) - abs(0.6 - 0.625), 6) and out["ci_low"] > 0
