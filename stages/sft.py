@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from stages.common.errors import PipelineError
-from stages.common.hashing import sha256_int, stable_subset
+from stages.common.hashing import file_sha256, sha256_int, stable_subset
 from stages.common.io import atomic_dir, read_json, read_jsonl, write_json
 from stages.common.log import stage_main, summary
 from stages.common.params import load_base, load_section, rule
@@ -28,6 +28,7 @@ from stages.decision.sft import build_joint_examples
 from stages.decision.sft_train import SFTSettings, dev_readout_metrics, parse_votes, train_joint
 from stages.lm.model import load_model
 from stages.lm.tokenizer import load_tokenizer
+from stages.reporting.plots import plot_loss_curves
 
 
 @dataclass
@@ -72,6 +73,14 @@ def settings_from(p: SFTParams, lr: float, seed: int, max_steps: int | None = No
                        save_steps=p.save_steps, bf16=torch.cuda.is_available(), train_embeddings=p.train_embeddings)
 
 
+def _fingerprint(p: SFTParams, lr: float, seed: int, examples: list[dict], base_dir: str) -> str:
+    """What a resumable checkpoint must match: params, rate, seed, data, base weights, training code."""
+    weights = ",".join(file_sha256(str(w)) for w in sorted(Path(base_dir).glob("*.safetensors")))
+    code = ",".join(file_sha256(str(Path(__file__).parent / "decision" / f)) for f in ("sft.py", "sft_train.py"))
+    data = json.dumps([ex["input_ids"] + ex["readout_target"] for ex in examples])
+    return f"{sha256_int(json.dumps(dataclasses.asdict(p), sort_keys=True), lr, seed, data, weights, code):016x}"
+
+
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
@@ -92,16 +101,26 @@ def main(argv: list[str] | None = None) -> None:
     model, tok = load_model(args.base), load_tokenizer(args.base)
     examples, too_long, dev = load_training_data(p, tok, args.items, args.kept, args.chains)
     work = Path(args.work)
-    fingerprint = f"{sha256_int(json.dumps(dataclasses.asdict(p), sort_keys=True), lr, seed, len(examples)):016x}"
+    fingerprint = _fingerprint(p, lr, seed, examples, args.base)
     if (work / "fingerprint.txt").is_file() and (work / "fingerprint.txt").read_text().strip() != fingerprint:
-        shutil.rmtree(work)  # a different run's checkpoints must not be resumed
+        shutil.rmtree(work)  # another run's checkpoints (params, data, base model or code) must not be resumed
     work.mkdir(parents=True, exist_ok=True)
     (work / "fingerprint.txt").write_text(fingerprint + "\n")
+    start_step = max((int(c.name.split("-")[1]) for c in work.glob("checkpoint-*")), default=0)
     train_started = time.time()
     peft_model, history, parts = train_joint(model, tok, examples, settings_from(p, lr, seed), work, resume=True)
     train_seconds = time.time() - train_started
-    n_tokens = sum(len(ex["input_ids"]) for ex in examples)
-    seen_tokens = int(n_tokens / len(examples) * p.batch_size * p.max_steps)
+    tokens_per_step = sum(len(ex["input_ids"]) for ex in examples) / len(examples) * p.batch_size
+    seen_tokens = int(tokens_per_step * p.max_steps)
+    if p.max_steps > start_step:  # throughput of the steps this invocation trained
+        throughput = {"tokens_per_second": round(tokens_per_step * (p.max_steps - start_step) / max(train_seconds, 1e-9), 1)}
+        (work / "throughput.json").write_text(json.dumps(throughput))
+    else:  # resumed from the final checkpoint: nothing trained now, keep the measured figure
+        throughput = json.loads((work / "throughput.json").read_text()) if (work / "throughput.json").is_file() else {"tokens_per_second": None}
+    # the loss log of steps trained before a resume lives beside the checkpoints
+    earlier = json.loads((work / "loss_parts.json").read_text()) if (work / "loss_parts.json").is_file() else []
+    parts = [r for r in earlier if r["step"] <= start_step] + parts
+    (work / "loss_parts.json").write_text(json.dumps(parts))
     merged = peft_model.merge_and_unload()
     dev_metrics = dev_readout_metrics(merged, tok, dev)
     with atomic_dir(args.out) as tmp:
@@ -109,10 +128,13 @@ def main(argv: list[str] | None = None) -> None:
         merged.save_pretrained(str(tmp))
         tok.save_pretrained(str(tmp))
     write_json("plots/sft/loss_parts.json", parts)
+    plot_loss_curves({"chain (LM) loss": [{"step": r["step"], "loss": r["chain_loss"]} for r in parts],
+                      "readout (soft-target) loss": [{"step": r["step"], "loss": r["readout_loss"]} for r in parts]},
+                     "plots/sft/loss.png", f"joint SFT, lr={lr:g}")
     metrics = {"chosen_lr": lr, "dev": {k: dev_metrics[k] for k in ("accuracy", "nll", "ece", "n")},
                "train_examples": len(examples), "chains_too_long": too_long,
                "chain_examples": sum(ex["kind"] == "chain" for ex in examples),
-               "train_tokens": seen_tokens, "tokens_per_second": round(seen_tokens / max(train_seconds, 1e-9), 1),
+               "train_tokens": seen_tokens, "tokens_per_second": throughput["tokens_per_second"],
                "final": parts[-1] if parts else None,
                "train_loss": next((h["train_loss"] for h in reversed(history) if "train_loss" in h), None)}
     write_json("metrics/sft.json", metrics)
