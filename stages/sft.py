@@ -48,6 +48,7 @@ class SFTParams:
     dev_items: int = rule(min=1)
     lora_targets: list[str] = field(default_factory=list)
     train_embeddings: bool = False            # embedding delta in the adapter (tiny from-scratch bases)
+    long_chain_tokens: int = rule(min=0, default=0)  # longer examples train one per forward pass; 0 = off
     save_steps: int = rule(min=0, default=0)
     threads: int = rule(min=1, default=2)
 
@@ -70,7 +71,8 @@ def settings_from(p: SFTParams, lr: float, seed: int, max_steps: int | None = No
     return SFTSettings(lr=lr, max_steps=max_steps or p.max_steps, batch_size=p.batch_size,
                        warmup_steps=p.warmup_steps, lora_r=p.lora_r, lora_alpha=p.lora_alpha,
                        lora_targets=p.lora_targets, readout_weight=p.readout_weight, seed=seed,
-                       save_steps=p.save_steps, bf16=torch.cuda.is_available(), train_embeddings=p.train_embeddings)
+                       save_steps=p.save_steps, bf16=torch.cuda.is_available(), train_embeddings=p.train_embeddings,
+                       long_chain_tokens=p.long_chain_tokens)
 
 
 def _fingerprint(p: SFTParams, lr: float, seed: int, examples: list[dict], base_dir: str) -> str:

@@ -130,13 +130,53 @@ def joint_losses(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[
     return chain, readout
 
 
+class LengthAwareBatchSampler:
+    """Seeded shuffled batches in which every example longer than `long_tokens` trains alone.
+
+    Why: a 32K-token chain batched with others multiplies activation memory by
+    the batch size; one per forward pass keeps long chains trainable. The order
+    is reshuffled each epoch from (seed, epoch), so runs are reproducible.
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, long_tokens: int, seed: int):
+        self.lengths, self.batch_size, self.long_tokens, self.seed = list(lengths), batch_size, long_tokens, seed
+        self.epoch = 0
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.lengths)).tolist()
+        long = [[i] for i in order if self.lengths[i] > self.long_tokens]
+        short = [i for i in order if self.lengths[i] <= self.long_tokens]
+        grouped = [short[k:k + self.batch_size] for k in range(0, len(short), self.batch_size)] + long
+        return [grouped[i] for i in np.random.default_rng([self.seed, epoch, 1]).permutation(len(grouped))]
+
+    def __iter__(self):
+        batches = self.batches(self.epoch)
+        self.epoch += 1
+        return iter(batches)
+
+    def __len__(self) -> int:
+        n_long = sum(n > self.long_tokens for n in self.lengths)
+        return n_long + -(-(len(self.lengths) - n_long) // self.batch_size)
+
+
 class JointSFTTrainer(SFTTrainer):
     """SFTTrainer whose loss is chain LM loss + `readout_weight` × soft-target readout loss."""
 
-    def __init__(self, *args: Any, readout_weight: float = 1.0, **kwargs: Any):
+    def __init__(self, *args: Any, readout_weight: float = 1.0, long_chain_tokens: int = 0, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.readout_weight = readout_weight
+        self.long_chain_tokens = long_chain_tokens
         self.part_log: list[dict] = []
+
+    def get_train_dataloader(self):
+        """The default loader, or with `long_chain_tokens` > 0 one whose long chains train alone."""
+        if not self.long_chain_tokens:
+            return super().get_train_dataloader()
+        from torch.utils.data import DataLoader
+        sampler = LengthAwareBatchSampler([len(x) for x in self.train_dataset["input_ids"]],
+                                          self.args.per_device_train_batch_size, self.long_chain_tokens, self.args.seed)
+        return self.accelerator.prepare(DataLoader(self.train_dataset, batch_sampler=sampler,
+                                                   collate_fn=self.data_collator))
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], use_cache=False)

@@ -30,6 +30,7 @@ class SFTSettings:
     save_steps: int = 0       # 0 = no intermediate checkpoints
     bf16: bool = False
     train_embeddings: bool = False  # an embedding delta in the adapter (peft trainable tokens)
+    long_chain_tokens: int = 0      # examples longer than this train one per forward pass (0 = off)
 
 
 def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: Sequence[dict], s: SFTSettings,
@@ -54,7 +55,7 @@ def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: 
                       bias="none", task_type="CAUSAL_LM", trainable_token_indices=tokens)
     trainer = JointSFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tok,
                               data_collator=JointCollator(tok.pad_token_id), peft_config=lora,
-                              readout_weight=s.readout_weight)
+                              readout_weight=s.readout_weight, long_chain_tokens=s.long_chain_tokens)
     has_checkpoint = resume and any(Path(work_dir).glob("checkpoint-*"))
     trainer.train(resume_from_checkpoint=True if has_checkpoint else None)
     trainer.model.eval()

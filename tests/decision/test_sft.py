@@ -69,3 +69,27 @@ def test_training_is_deterministic_on_cpu(tiny_dir, tiny, questions, tmp_path):
     assert runs[0][0] == runs[1][0] and len(runs[0][0]) == 3
     assert all(torch.equal(runs[0][1][n], runs[1][1][n]) for n in runs[0][1])
     assert any("lora" in n for n in runs[0][1]) and any("token" in n for n in runs[0][1])
+
+
+def test_long_chains_train_one_per_forward_pass():
+    from stages.decision.sft import LengthAwareBatchSampler
+    lengths = [10, 50, 12, 9000, 11, 20000, 8, 13, 14]
+    sampler = LengthAwareBatchSampler(lengths, batch_size=3, long_tokens=8192, seed=1)
+    first, second = list(sampler), list(sampler)
+    for batches in (first, second):
+        assert sorted(i for b in batches for i in b) == list(range(len(lengths)))  # each example once per epoch
+        assert all(len(b) == 1 for b in batches if any(lengths[i] > 8192 for i in b))
+        assert all(len(b) <= 3 for b in batches)
+    assert len(first) == len(sampler) == 2 + 3
+    assert first != second  # reshuffled per epoch
+    assert list(LengthAwareBatchSampler(lengths, 3, 8192, seed=1)) == first  # reproducible
+
+
+def test_trainer_uses_the_length_aware_loader(tiny_dir, tiny, questions, tmp_path):
+    _, tok = tiny
+    kept = [{"id": f"c{i}", "question_id": q["id"], "text": "<think>\nx\n</think>\nAnswer: A"} for i, q in enumerate(questions[:6])]
+    examples, _ = build_joint_examples(tok, questions[:6], kept, {}, 0.5, 1.0, 512)
+    s = SFTSettings(lr=1e-3, max_steps=2, batch_size=4, warmup_steps=0, lora_r=4, lora_alpha=8,
+                    lora_targets=["q_proj"], readout_weight=1.0, seed=3, long_chain_tokens=40)
+    _, _, parts = train_joint(load_model(tiny_dir), tok, examples, s, tmp_path / "w")
+    assert len(parts) == 2 and all(np.isfinite([p["chain_loss"] for p in parts]))
