@@ -41,6 +41,7 @@ class EvaluateParams:
     ece_bins: int = rule(min=2)
     bootstrap: int = rule(min=10)
     baseline: str = "base"
+    calibration_min_gain: float = rule(min=0.0, default=0.0)  # nats a cross-fitted temperature must save
     threads: int = rule(min=1, default=2)
 
 
