@@ -5,7 +5,6 @@ summary functions turn them into the metrics review relies on.
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Sequence
 
 import numpy as np
@@ -62,25 +61,6 @@ def readout_summary(logits: Sequence[np.ndarray], questions: Sequence[dict], tem
     return {"accuracy": round(stats.accuracy(pred, gold), 6), "nll": round(stats.nll(probs, gold), 6),
             "brier": round(stats.brier(probs, gold), 6),
             "ece": round(stats.ece(conf, pred == gold, n_bins), 6), "n": len(questions)}
-
-
-def thinking_summary(records: Sequence[dict], questions: Sequence[dict]) -> dict:
-    gold = [gold_index(q) for q in questions]
-    parsed = [r["thinking_pred"] is not None for r in records]
-    correct = [r["thinking_pred"] == g for r, g in zip(records, gold)]
-    return {"accuracy": round(float(np.mean(correct)), 6), "parse_rate": round(float(np.mean(parsed)), 6),
-            "median_chain_tokens": float(np.median([r["chain_tokens"] for r in records])),
-            "unfinished_rate": round(float(np.mean([r["finish_reason"] == "length" for r in records])), 6),
-            "n": len(records)}
-
-
-def accuracy_by_group(questions: Sequence[dict], correct: Sequence[bool]) -> list[dict]:
-    """Accuracy per (family, level): rows for a plot and for the per-group metrics."""
-    cells: dict[tuple, list[bool]] = defaultdict(list)
-    for q, ok in zip(questions, correct):
-        cells[(q["family"], q["level"])].append(bool(ok))
-    return [{"family": f, "level": lvl, "accuracy": round(float(np.mean(v)), 6), "n": len(v)}
-            for (f, lvl), v in sorted(cells.items())]
 
 
 def answer_both_ways(model: PreTrainedModel, tok: PreTrainedTokenizerBase, backend: Backend,

@@ -5,7 +5,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import torch
 from datasets import Dataset
 from peft import LoraConfig
@@ -13,6 +12,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import SFTConfig
 
 from stages.decision.evaluate import readout, readout_summary
+from stages.decision.parsing import parse_answer
 from stages.decision.sft import JointCollator, JointSFTTrainer
 
 
@@ -71,7 +71,6 @@ def dev_readout_metrics(model: PreTrainedModel, tok: PreTrainedTokenizerBase, qu
 
 def parse_votes(chains: Sequence[dict], questions_by_id: dict[str, dict]) -> dict[str, list[int | None]]:
     """Parsed answers of every generated chain, per question (the readout target's vote part)."""
-    from stages.decision.parsing import parse_answer
     votes: dict[str, list[int | None]] = {}
     for c in chains:
         q = questions_by_id.get(c["question_id"])
@@ -84,7 +83,3 @@ def lr_rule(results: dict[float, float]) -> float:
     """The learning rate with the lowest dev NLL; ties (to 1e-6) go to the lower rate."""
     best = min(round(v, 6) for v in results.values())
     return min(lr for lr, v in results.items() if round(v, 6) == best)
-
-
-def np_float(x: float) -> float:
-    return float(np.round(x, 6))

@@ -148,7 +148,7 @@ def plot_accuracy_grid(grid_rows: Sequence[dict], path: str | os.PathLike,
     """Family x level heatmap(s) with each cell's accuracy (and n) written in it.
 
     Rows are `metrics.accuracy_grid` output (one panel each for readout and
-    thinking) or `evaluate.accuracy_by_group` output (one `accuracy` panel).
+    thinking) or a plain per-(family, level) `accuracy` list (one `accuracy` panel).
     Empty cells are left blank.
     """
     if not grid_rows:
