@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from stages.common import stats
 from stages.common.hashing import stable_subset
 from stages.common.io import read_json, read_jsonl, write_json, write_jsonl
 from stages.common.log import stage_main, summary
@@ -41,7 +42,8 @@ class EvaluateParams:
     ece_bins: int = rule(min=2)
     bootstrap: int = rule(min=10)
     baseline: str = "base"
-    calibration_min_gain: float = rule(min=0.0, default=0.0)  # nats a cross-fitted temperature must save
+    calibration_alpha: float = rule(min=0.0, max=1.0, default=0.05)  # LR-test level a temperature must pass
+    calibration_resplits: int = rule(min=0, default=100)  # halvings in calibrate's study of that rule
     threads: int = rule(min=1, default=2)
 
 
@@ -90,6 +92,8 @@ def main(argv: list[str] | None = None) -> None:
                "readout_uncalibrated": dm.headline(raw, p.ece_bins)["readout"],
                "ece_calibrated": head["readout"]["ece"], "temperatures": temps,
                "ece_change": dm.ece_change(table, raw, p.ece_bins, p.bootstrap, seed),
+               "ece_noise_floor": {k: round(v, 6) for k, v in
+                                   stats.ece_noise_floor(table["confidence"], p.ece_bins, 200, seed).items()},
                "by_family": {f: dm.headline(dm.subset(table, table["family"] == f), p.ece_bins)["readout"]
                              for f in sorted(set(table["family"].tolist()))},
                "routing": {"gap_recovered_at_30": dm.gap_recovered(curve, 0.3),

@@ -172,6 +172,20 @@ def ece(confidence: Any, correct: Any, n_bins: int = 10) -> float:
     return float(np.sum(weights * np.abs(rb.accuracy[filled] - rb.mean_confidence[filled])))
 
 
+def ece_noise_floor(confidence: Any, n_bins: int = 10, draws: int = 200, seed: int = 0) -> dict[str, float]:
+    """ECE a perfectly calibrated model with these confidences would show on this many items.
+
+    Each draw marks an item correct with probability equal to its confidence
+    (what calibration means), so the ECE left is pure sampling noise; an
+    observed ECE inside this range cannot be told apart from calibrated.
+    """
+    c = _vec(confidence, "confidence")
+    _nonempty(c.size, "confidence")
+    rng = np.random.default_rng(seed)
+    values = np.array([ece(c, rng.random(c.size) < c, n_bins) for _ in range(draws)])
+    return {"mean": float(values.mean()), "p95": float(np.percentile(values, 95))}
+
+
 # --------------------------------------------------------- discrimination
 def auroc(scores: Any, labels: Any) -> float | None:
     """Area under the ROC curve via the Mann-Whitney rank formula (ties get average ranks).
@@ -286,6 +300,18 @@ def fit_temperature(logits_list: Rows, gold: Any, lo: float = 0.05, hi: float = 
             d = a + inv_phi * (b - a)
             fd = f(d)
     return math.exp((a + b) / 2.0)
+
+
+def temperature_lr_test(logits_list: Rows, gold: Any, T: float) -> float:
+    """p-value of the likelihood-ratio test of temperature T against T = 1 (chi-square, 1 dof).
+
+    Deviance 2·N·(NLL(1) − NLL(T)); a small p says the items really support
+    rescaling, a large one says the fitted T mostly fits noise.
+    """
+    mat, mask = _pad(logits_list, -np.inf, "logits_list")
+    g = _gold_index(gold, mask, "logits_list")
+    deviance = 2.0 * g.size * (_nll_at_temperature(mat, g, 1.0) - _nll_at_temperature(mat, g, T))
+    return float(math.erfc(math.sqrt(max(deviance, 0.0) / 2.0)))
 
 
 def fit_temperatures_by_group(logits_list: Rows, gold: Any, groups: Sequence[Hashable],

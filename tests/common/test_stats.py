@@ -13,6 +13,7 @@ from stages.common.stats import (
     brier,
     cohen_kappa,
     ece,
+    ece_noise_floor,
     fit_temperature,
     fit_temperatures_by_group,
     margin,
@@ -20,6 +21,7 @@ from stages.common.stats import (
     paired_bootstrap_diff,
     reliability_bins,
     softmax_with_temperature,
+    temperature_lr_test,
 )
 
 LN3 = math.log(3.0)
@@ -343,3 +345,36 @@ def test_empty_input_raises():
         accuracy([], [])
     with pytest.raises(ValueError, match="empty"):
         bootstrap_ci([])
+
+
+def test_temperature_lr_test_separates_real_from_noise_temperatures():
+    rng = np.random.default_rng(5)
+    logits = rng.normal(0.0, 3.0, size=(400, 3))
+    over = _sample_gold(rng, softmax_with_temperature(logits, 3.0))  # logits 3x over-confident
+    assert temperature_lr_test(logits, over, fit_temperature(logits, over)) < 1e-6
+    calibrated = _sample_gold(rng, softmax_with_temperature(logits, 1.0))
+    assert temperature_lr_test(logits, calibrated, fit_temperature(logits, calibrated)) > 0.05
+    assert temperature_lr_test(logits, calibrated, 1.0) == pytest.approx(1.0)
+
+
+def test_temperature_lr_test_deviance_by_hand():
+    # two items, two options, logits (1, 0), gold 0 then 1: NLL(T) = mean(log(1+e^{-1/T}), log(1+e^{1/T}))
+    logits, gold, T = np.array([[1.0, 0.0], [1.0, 0.0]]), [0, 1], 2.0
+    nll1 = (math.log1p(math.exp(-1)) + math.log1p(math.exp(1))) / 2
+    nll2 = (math.log1p(math.exp(-0.5)) + math.log1p(math.exp(0.5))) / 2
+    expected = math.erfc(math.sqrt(2 * 2 * (nll1 - nll2) / 2))
+    assert temperature_lr_test(logits, gold, T) == pytest.approx(expected)
+
+
+def test_ece_noise_floor_is_what_a_calibrated_model_shows():
+    rng = np.random.default_rng(6)
+    conf = rng.uniform(0.34, 1.0, 500)
+    floor = ece_noise_floor(conf, n_bins=10, draws=300, seed=1)
+    observed = [ece(conf, rng.random(conf.size) < conf, 10) for _ in range(300)]
+    assert floor["mean"] == pytest.approx(np.mean(observed), rel=0.15)
+    assert floor["mean"] < floor["p95"] < 0.1
+    # the floor shrinks with more items and a mis-calibrated model sits far above it
+    assert ece_noise_floor(np.tile(conf, 20), 10, 100, 1)["mean"] < floor["mean"] / 3
+    assert ece(conf, rng.random(conf.size) < conf - 0.3, 10) > floor["p95"]
+    with pytest.raises(ValueError):
+        ece_noise_floor([], 10)
