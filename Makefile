@@ -8,7 +8,7 @@ STAMP   := .venv/.installed
 # dvc.yaml commands call `python`: the venv's must come first on PATH
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: install run test bench gpu-params clean-venv
+.PHONY: install run test bench gpu-params clean-venv s3-local
 
 $(STAMP): requirements.lock pyproject.toml
 	python3.11 -m venv .venv || python3 -m venv .venv
@@ -34,3 +34,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_curation.py
 	$(PY) benchmarks/bench_s1mb.py
+
+# A local S3-compatible server (moto, in memory) at the default remote's endpoint,
+# for trying `dvc push` / `dvc pull`; see README "Remote storage"
+s3-local: $(STAMP)
+	$(PY) -m stages.common.local_s3 --port 9000

@@ -2,26 +2,32 @@
 
 Copies the tracked files to a temporary git repo, runs `dvc repro` with the
 micro params (seconds per stage), checks the metrics the review relies on,
-then checks that a second `dvc repro` is a no-op.
+then checks that a second `dvc repro` is a no-op and that the outputs survive a
+push to and pull from a real S3-compatible server on 127.0.0.1.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import boto3
 import pytest
 import yaml
+
+from stages.common import local_s3
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
 
-def _run(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", "PIPELINE_QUIET": "1",
+def _run(cmd: list[str], cwd: Path, check: bool = True, extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(extra_env or {}), "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", "PIPELINE_QUIET": "1",
            "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
@@ -113,3 +119,41 @@ def test_params_typo_fails_before_writing(repo):
         assert not (repo / "data/items/typo.parquet").exists() and not (repo / "metrics/typo.json").exists()
     finally:
         (repo / "params.yaml").write_text(params)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.slow
+def test_outputs_round_trip_through_the_s3_remote(repo, tmp_path):
+    clone = tmp_path / "clone"
+    shutil.copytree(repo, clone, symlinks=True)  # cache, outputs and git history: a user's checkout
+    port = _free_port()
+    server = local_s3.start(port)
+    try:
+        creds = local_s3.LOCAL_CREDENTIALS
+        _run(["dvc", "remote", "modify", "--local", "storage", "endpointurl", f"http://127.0.0.1:{port}"], clone)
+        _run(["dvc", "push"], clone, extra_env=creds)
+        bucket = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                              aws_access_key_id="local", aws_secret_access_key="local")
+        keys = [o["Key"] for o in bucket.list_objects_v2(Bucket=local_s3.DEFAULT_BUCKET)["Contents"]]
+        assert keys and all(k.startswith("cache/files/md5/") for k in keys)
+        tracked = [clone / "models" / "sft" / "model.safetensors", clone / "data" / "items" / "items.parquet"]
+        before = [_sha(p) for p in tracked]
+        # a fresh machine: no cache, no outputs; metrics stay in git (cache: false)
+        shutil.rmtree(clone / ".dvc" / "cache")
+        shutil.rmtree(clone / "models" / "sft")
+        (clone / "data" / "items" / "items.parquet").unlink()
+        assert json.loads(_run(["dvc", "status", "--json"], clone).stdout or "{}") != {}
+        _run(["dvc", "pull"], clone, extra_env=creds)
+        assert [_sha(p) for p in tracked] == before
+        assert json.loads(_run(["dvc", "status", "--json"], clone).stdout or "{}") == {}
+    finally:
+        server.stop()
