@@ -62,6 +62,14 @@ def records_to_table(records: list[dict], questions: list[dict], temps: dict) ->
                          temps.get("readout"), temps.get("post_chain"))
 
 
+def routing_at_30(curve: list[dict]) -> dict:
+    """Gap recovered when the lowest-margin 30% think, plus the plain accuracy change it is a ratio of."""
+    row = next(r for r in curve if abs(r["fraction"] - 0.3) < 1e-9)
+    return {"gap_recovered_at_30": dm.gap_recovered(curve, 0.3), "accuracy_at_30": row["accuracy"],
+            "accuracy_change_at_30": round(row["accuracy"] - row["readout_accuracy"], 6),
+            "thinking_minus_readout": round(row["thinking_accuracy"] - row["readout_accuracy"], 6)}
+
+
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
@@ -96,8 +104,7 @@ def main(argv: list[str] | None = None) -> None:
                                    stats.ece_noise_floor(table["confidence"], p.ece_bins, 200, seed).items()},
                "by_family": {f: dm.headline(dm.subset(table, table["family"] == f), p.ece_bins)["readout"]
                              for f in sorted(set(table["family"].tolist()))},
-               "routing": {"gap_recovered_at_30": dm.gap_recovered(curve, 0.3),
-                           "accuracy_at_30": next(r["accuracy"] for r in curve if abs(r["fraction"] - 0.3) < 1e-9)},
+               "routing": routing_at_30(curve),
                "cis": dm.headline_cis(table, p.bootstrap, seed)}
     if args.model != p.baseline:
         base_temps = read_json(f"data/calibrate/{p.baseline}/temperatures.json")

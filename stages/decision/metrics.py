@@ -188,8 +188,10 @@ def gap_recovered(curve_or_table: Union[Curve, Table], f: float = 0.3) -> float 
     (routed_acc(f) - readout_acc) / (thinking_acc - readout_acc), reported as is:
     it is negative when routing hurts, above 1 when routing beats thinking on
     every item (possible because readout is kept where it is right), and None
-    when the two accuracies are equal (no gap to recover). A curve must hold
-    a row at fraction f; a table is routed at f directly.
+    when thinking is not more accurate than the readout: there is no gap to
+    recover, and the ratio of two negatives would read as a recovery when
+    routing in fact cost accuracy (read `accuracy_change` instead). A curve
+    must hold a row at fraction f; a table is routed at f directly.
     """
     if isinstance(curve_or_table, dict):
         row = routing_curve(curve_or_table, [f])[0]
@@ -200,7 +202,7 @@ def gap_recovered(curve_or_table: Union[Curve, Table], f: float = 0.3) -> float 
                              f"fractions are {[r['fraction'] for r in curve_or_table]}")
         row = hits[0]
     gap = row["thinking_accuracy"] - row["readout_accuracy"]
-    if abs(gap) < 1e-12:
+    if gap < 1e-12:
         return None
     return _r((row["accuracy"] - row["readout_accuracy"]) / gap)
 

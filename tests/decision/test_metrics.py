@@ -208,6 +208,9 @@ def test_gap_recovered_negative_none_and_missing_row():
     t = metrics.item_table(qs, logits, [1, 0, 0, 1], [1] * 4, ["stop"] * 4, [None] * 4)
     assert metrics.gap_recovered(t, 0.25) == -1.0              # (0 - .25) / (.5 - .25)
     assert metrics.gap_recovered(make_table([True, False], [False, True]), 0.5) is None
+    # thinking 0 < readout .25 and routing costs .25: the old ratio read +1.0 ("all recovered"); no gap, so None
+    worse = metrics.item_table(qs, logits, [1, 1, 1, 1], [1] * 4, ["stop"] * 4, [None] * 4)
+    assert metrics.gap_recovered(worse, 0.25) is None
     with pytest.raises(ValueError, match="no row at fraction 0.33"):
         metrics.gap_recovered(metrics.routing_curve(t), 0.33)
 
