@@ -1,9 +1,12 @@
 """Stage `curate@{curated,random}`: select pool documents into the token budget.
 
+Both start from the pool minus documents that contain a held-out question
+(dev / eval / calibration items; `stages.curation.decontaminate`), so neither
+base model has seen an evaluation question with its answer.
 curated: hygiene filters → MinHash near-duplicate removal → register
 classifier scores (written, inspectable) → selection by `mode` / `overfill`
-with a reserve tail. random: a seeded uniform draw from the raw pool at the
-same budget — the baseline curation must beat.
+with a reserve tail. random: a seeded uniform draw from the (decontaminated)
+pool at the same budget — the baseline curation must beat.
 """
 from __future__ import annotations
 
@@ -21,10 +24,12 @@ from stages.common.io import atomic_dir, read_table, write_json, write_table
 from stages.common.log import stage_main, summary
 from stages.common.params import load_base, load_section, rule
 from stages.curation.classifier import save_model, score_docs, train_classifier
+from stages.curation.decontaminate import HeldOutQuestion, decontaminate
 from stages.curation.filters import apply_filters, build_filters
 from stages.curation.minhash import dedup
 from stages.curation.pool import validate_pool
 from stages.curation.selection import MODES, calibrate_chars_per_token, estimate_token_counts, random_selection, select
+from stages.decision.questions import load_items
 from stages.lm.tokenizer import load_tokenizer
 
 
@@ -76,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pool", default="data/pool/pool.parquet")
     ap.add_argument("--dev", default="data/pool/dev.parquet")
     ap.add_argument("--tokenizer", default="models/tokenizer")
+    ap.add_argument("--items", default="data/items/items.parquet", help="held-out splits are decontaminated")
     args = ap.parse_args(argv)
     started = time.time()
     p = load_section(CurateParams, "curate", args.params)
@@ -88,9 +94,12 @@ def main(argv: list[str] | None = None) -> None:
     sample = [pool[i]["text"] for i in make_rng(seed, "calib").permutation(len(pool))[:p.calib_docs]]
     chars_per_token = calibrate_chars_per_token(sample, count)
 
-    kept, drops = apply_filters(pool, filters)
+    held_out = [HeldOutQuestion(q["id"], q["question"], tuple(o["text"] for o in q["options"]))
+                for q in load_items(args.items) if q["split"] != "pool"]
+    clean = decontaminate(pool, held_out)
+    kept, drops = apply_filters(clean.kept, filters)
     deduped = dedup(kept, p.minhash.num_perm, p.minhash.bands, p.minhash.rows, p.minhash.ngram, seed=seed)
-    clf = train_classifier(dev, pool, p.registers, n_background=p.classifier.n_background,
+    clf = train_classifier(dev, clean.kept, p.registers, n_background=p.classifier.n_background,
                            n_buckets=p.classifier.n_buckets, epochs=p.classifier.epochs, lr=p.classifier.lr,
                            l2=p.classifier.l2, seed=seed)
     if args.name == "curated":
@@ -99,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         tokens = estimate_token_counts([d["text"] for d in candidates], chars_per_token)
         selection = select(candidates, scores, tokens, p.budget_tokens, p.registers, p.mode, p.overfill, p.reserve)
     else:
-        candidates = pool
+        candidates = clean.kept
         scores = score_docs(clf, candidates)
         tokens = estimate_token_counts([d["text"] for d in candidates], chars_per_token)
         selection = random_selection(candidates, tokens, p.budget_tokens, make_rng(seed, "random_selection"),
@@ -107,6 +116,7 @@ def main(argv: list[str] | None = None) -> None:
 
     reasons = {d["id"]: "" for d in deduped.kept}
     reasons.update({i: "near_duplicate" for i in deduped.removed_ids})
+    reasons.update({i: "contaminated" for i in clean.removed})
     score_by_id = {d["id"]: s for d, s in zip(candidates, scores)}
     rows = [{"id": d["id"], "drop_reason": reasons.get(d["id"], "filtered"),
              "scores_json": json.dumps({r: round(float(v), 6) for r, v in zip(p.registers, score_by_id[d["id"]])})
@@ -121,7 +131,10 @@ def main(argv: list[str] | None = None) -> None:
         save_model(clf, tmp / "classifier.npz")
         (tmp / "provenance.json").write_text(json.dumps(provenance, indent=2, sort_keys=True))
     st = selection.stats
-    metrics = {"pool_docs": len(pool), "after_filters": len(kept), "drops": drops,
+    metrics = {"pool_docs": len(pool),
+               "decontamination": {"held_out_questions": len(held_out), "removed_docs": len(clean.removed),
+                                   "questions_found": clean.questions_found},
+               "after_filters": len(kept), "drops": drops,
                "dedup": {"removed": deduped.n_removed, "rate": round(deduped.dedup_rate, 6)},
                "classifier": {"heldout_accuracy": round(clf.report["heldout_accuracy"], 6),
                               "chance": round(clf.report["chance"], 6),
@@ -130,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
                "selected_tokens_est": int(st.get("n_tokens", 0)), "reserve_tail_docs": len(selection.ids) - selection.n_budget_docs,
                "register_mix": st.get("per_register", {})}
     write_json(f"metrics/curate/{args.name}.json", metrics)
-    summary(f"curate@{args.name}", started, pool=len(pool), filtered=len(kept), dedup_removed=deduped.n_removed,
+    summary(f"curate@{args.name}", started, pool=len(pool), contaminated=len(clean.removed), filtered=len(kept), dedup_removed=deduped.n_removed,
             selected=selection.n_budget_docs, clf_acc=metrics["classifier"]["heldout_accuracy"])
 
 

@@ -18,10 +18,20 @@ from stages.common.errors import PipelineError
 T = TypeVar("T")
 
 
+def bars_enabled() -> bool:
+    """Bars on a terminal only: in a log file (CI, `dvc repro > log`) they are carriage-return noise.
+
+    PIPELINE_QUIET=1 (the tests) turns them off, PIPELINE_PROGRESS=1 forces them on.
+    """
+    if os.environ.get("PIPELINE_QUIET") == "1":
+        return False
+    return os.environ.get("PIPELINE_PROGRESS") == "1" or sys.stderr.isatty()
+
+
 def progress(iterable: Iterable[T], desc: str, total: int | None = None, unit: str = "it") -> Iterable[T]:
-    """A tqdm bar on stderr (disabled when PIPELINE_QUIET=1, e.g. in tests)."""
+    """A tqdm bar on stderr when `bars_enabled()`; otherwise the plain iterable's items."""
     return tqdm(iterable, desc=desc, total=total, unit=unit, leave=False, dynamic_ncols=True,
-                disable=os.environ.get("PIPELINE_QUIET") == "1", file=sys.stderr)
+                disable=not bars_enabled(), file=sys.stderr)
 
 
 def info(stage: str, message: str) -> None:
@@ -44,6 +54,9 @@ def stage_main(func: Callable[[list[str] | None], Any]) -> Callable[[list[str] |
     """Wrap a stage's main(): a PipelineError becomes one stderr line and exit code 2."""
     @functools.wraps(func)
     def wrapper(argv: list[str] | None = None) -> int:
+        if not bars_enabled() and "transformers" in sys.modules:
+            from transformers.utils import logging as hf_logging
+            hf_logging.disable_progress_bar()  # its weight-loading bar, same rule as ours
         try:
             func(argv)
         except PipelineError as exc:

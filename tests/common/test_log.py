@@ -1,11 +1,13 @@
 """Tests for stages.common.log: the error contract of stage entry points and the summary line."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from stages.common import log
 from stages.common.errors import PipelineError
-from stages.common.log import info, progress, stage_main, summary
+from stages.common.log import bars_enabled, info, progress, stage_main, summary
 
 
 # ------------------------------------------------------------------ stage_main
@@ -88,9 +90,26 @@ def test_progress_disabled_when_quiet(capsys, monkeypatch):
     assert capsys.readouterr().err == ""
 
 
-def test_progress_enabled_otherwise(capsys, monkeypatch):
+def test_progress_enabled_when_forced(capsys, monkeypatch):
     monkeypatch.delenv("PIPELINE_QUIET", raising=False)
+    monkeypatch.setenv("PIPELINE_PROGRESS", "1")
     bar = progress(["a", "b"], desc="generating", unit="item")
     assert bar.disable is False
     assert list(bar) == ["a", "b"]
     assert "generating" in capsys.readouterr().err
+
+
+def test_progress_off_in_a_log_file(capsys, monkeypatch):
+    # capsys's stderr is not a terminal, like `dvc repro > log` or CI
+    monkeypatch.delenv("PIPELINE_QUIET", raising=False)
+    monkeypatch.delenv("PIPELINE_PROGRESS", raising=False)
+    bar = progress(["a", "b"], desc="generating", unit="item")
+    assert bar.disable is True and list(bar) == ["a", "b"]
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_on_a_terminal(monkeypatch):
+    monkeypatch.delenv("PIPELINE_QUIET", raising=False)
+    monkeypatch.delenv("PIPELINE_PROGRESS", raising=False)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert bars_enabled() is True

@@ -89,6 +89,10 @@ def test_decision_chain_metrics_are_consistent(repo):
         assert key in ev["vs_base"]["readout_accuracy"]
     assert ev["vs_base"]["readout_accuracy"]["ci_low"] <= ev["vs_base"]["readout_accuracy"]["ci_high"]
     assert "gap_recovered_at_30" in ev["routing"] and "ece_calibrated" in ev
+    assert 0 < ev["ece_noise_floor"]["mean"] <= ev["ece_noise_floor"]["p95"]
+    cal = _metrics(repo, "calibrate/sft.json")
+    assert set(cal["readout"]["p_value"]) == set(cal["readout"]["temperatures"]) == {"noul", "choice", "score"}
+    assert cal["resplit"]["readout"]["n_splits"] > 0
     assert (repo / "models" / "sft" / "adapter" / "adapter_config.json").is_file()
     for model in ("base", "sft"):
         s1 = _metrics(repo, f"s1mb/{model}.json")
