@@ -50,6 +50,7 @@ class SFTParams:
     train_embeddings: bool = False            # embedding delta in the adapter (tiny from-scratch bases)
     long_chain_tokens: int = rule(min=0, default=0)  # longer examples train one per forward pass; 0 = off
     save_steps: int = rule(min=0, default=0)
+    seed_offset: int = rule(min=0, default=0)  # training seed = base.seed + offset; data and splits unchanged
     threads: int = rule(min=1, default=2)
 
 
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     started = time.time()
     p = load_section(SFTParams, "sft", args.params)
-    seed = load_base(args.params).seed
+    seed = load_base(args.params).seed + p.seed_offset  # a seed study varies only the SFT run
     torch.set_num_threads(p.threads)
     lr = float(read_json(args.chosen)["chosen_lr"]) if p.lr_source == "sweep" else p.lr
     model, tok = load_model(args.base), load_tokenizer(args.base)
