@@ -25,7 +25,8 @@ def bars_enabled() -> bool:
     """
     if os.environ.get("PIPELINE_QUIET") == "1":
         return False
-    return os.environ.get("PIPELINE_PROGRESS") == "1" or sys.stderr.isatty()
+    isatty = getattr(sys.stderr, "isatty", None)  # stderr can be None or a bare writer
+    return os.environ.get("PIPELINE_PROGRESS") == "1" or bool(isatty and isatty())
 
 
 def progress(iterable: Iterable[T], desc: str, total: int | None = None, unit: str = "it") -> Iterable[T]:

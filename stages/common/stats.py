@@ -308,9 +308,12 @@ def temperature_lr_test(logits_list: Rows, gold: Any, T: float) -> float:
     Deviance 2·N·(NLL(1) − NLL(T)); a small p says the items really support
     rescaling, a large one says the fitted T mostly fits noise.
     """
+    _check_temperature(T)
     mat, mask = _pad(logits_list, -np.inf, "logits_list")
     g = _gold_index(gold, mask, "logits_list")
     deviance = 2.0 * g.size * (_nll_at_temperature(mat, g, 1.0) - _nll_at_temperature(mat, g, T))
+    if not math.isfinite(deviance):
+        raise ValueError(f"likelihood-ratio deviance is not finite ({deviance}) at T={T}")
     return float(math.erfc(math.sqrt(max(deviance, 0.0) / 2.0)))
 
 

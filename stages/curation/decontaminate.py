@@ -18,7 +18,11 @@ _WORDS = re.compile(r"[^\w]+")
 
 
 def normalise(text: str) -> str:
-    """Lower case, punctuation and whitespace runs to one space, padded so ` w ` finds whole words."""
+    """Lower case, punctuation and whitespace runs to one space, padded so ` w ` finds whole words.
+
+    Signs and punctuation are dropped, so "-3" matches "3": a false positive costs
+    one pool document, a false negative an evaluation item.
+    """
     return " " + " ".join(_WORDS.sub(" ", text.lower()).split()) + " "
 
 
@@ -32,11 +36,12 @@ class HeldOutQuestion:
 @dataclass(frozen=True)
 class Decontamination:
     kept: list[dict]
-    removed: dict[str, str]  # pool doc id -> id of the first held-out question it contains (question order)
+    removed: dict[str, list[str]]  # pool doc id -> ids of every held-out question it contains (input order)
 
     @property
     def questions_found(self) -> int:
-        return len(set(self.removed.values()))
+        """Held-out questions found in at least one pool document (duplicates counted per id)."""
+        return len({qid for ids in self.removed.values() for qid in ids})
 
 
 def decontaminate(docs: Sequence[dict], held_out: Iterable[HeldOutQuestion]) -> Decontamination:
@@ -48,15 +53,15 @@ def decontaminate(docs: Sequence[dict], held_out: Iterable[HeldOutQuestion]) -> 
     by_text: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
     for q in held_out:
         text = normalise(q.question)
-        if text.strip():
-            by_text[text].append((q.id, tuple(normalise(o) for o in q.options)))
+        if text.strip():  # an option that normalises to nothing cannot be searched for: skip it, keep the rest
+            by_text[text].append((q.id, tuple(o for o in map(normalise, q.options) if o.strip())))
     kept, removed = [], {}
     for doc in docs:
         body = normalise(doc["text"])
-        hit = next((qid for text, entries in by_text.items() if text in body
-                    for qid, options in entries if all(o in body for o in options)), None)
-        if hit is None:
-            kept.append(doc)
+        hits = [qid for text, entries in by_text.items() if text in body
+                for qid, options in entries if all(o in body for o in options)]
+        if hits:
+            removed[doc["id"]] = hits
         else:
-            removed[doc["id"]] = hit
+            kept.append(doc)
     return Decontamination(kept, removed)

@@ -17,28 +17,47 @@ from stages.decision.evaluate import readout_summary
 from stages.decision.questions import gold_index
 
 
+LOWER_BOUND, UPPER_BOUND = 0.05, 20.0  # the temperature search range
+
+
 def significant_temperatures(logits: Sequence[np.ndarray], questions: Sequence[dict],
-                        alpha: float) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    """(kept temperatures, fitted temperatures, LR-test p-values) per task; kept is 1.0 where p ≥ alpha."""
-    kept, fitted, p_values = {}, {}, {}
+                             alpha: float) -> tuple[dict[str, float], dict[str, float], dict[str, float], dict[str, str]]:
+    """(kept, fitted, LR-test p-values, bounds hit) per task; kept is 1.0 where p ≥ alpha.
+
+    A fit at the lower bound (every item right: NLL keeps falling as T → 0) is
+    never kept — one later error would cost margin/T nats; the χ² test does not
+    hold at a bound either. A fit at the upper bound (logits carry no signal for
+    that task) is kept as the near-uniform readout it is, and flagged.
+    """
+    kept, fitted, p_values, bounds = {}, {}, {}, {}
     for task in sorted({q["task"] for q in questions}):
         idx = [i for i, q in enumerate(questions) if q["task"] == task]
         lg, gold = [logits[i] for i in idx], [gold_index(questions[i]) for i in idx]
-        t = float(stats.fit_temperature(lg, gold))
-        fitted[task], p_values[task] = round(t, 6), round(stats.temperature_lr_test(lg, gold, t), 6)
-        kept[task] = fitted[task] if p_values[task] < alpha else 1.0
-    return kept, fitted, p_values
+        t = float(stats.fit_temperature(lg, gold, lo=LOWER_BOUND, hi=UPPER_BOUND))
+        p = stats.temperature_lr_test(lg, gold, t)
+        fitted[task], p_values[task] = round(t, 6), round(p, 6)
+        if t <= LOWER_BOUND * 1.001:
+            bounds[task] = "lower"
+        elif t >= UPPER_BOUND * 0.999:
+            bounds[task] = "upper"
+        kept[task] = fitted[task] if p < alpha and bounds.get(task) != "lower" else 1.0
+    return kept, fitted, p_values, bounds
 
 
 def fit_and_report(logits: Sequence[np.ndarray], questions: Sequence[dict], n_bins: int,
                    alpha: float = 0.05) -> dict:
     """Kept and fitted temperatures, test p-values, and readout metrics at T = 1 and at the kept ones."""
     if not questions:
-        return {"temperatures": {}, "fitted": {}, "p_value": {}, "before": None, "after": None}
-    kept, fitted, p_values = significant_temperatures(logits, questions, alpha)
-    return {"temperatures": kept, "fitted": fitted, "p_value": p_values,
+        return {"temperatures": {}, "fitted": {}, "p_value": {}, "at_bound": {}, "before": None, "after": None}
+    kept, fitted, p_values, bounds = significant_temperatures(logits, questions, alpha)
+    return {"temperatures": kept, "fitted": fitted, "p_value": p_values, "at_bound": bounds,
             "before": readout_summary(logits, questions, None, n_bins),
             "after": readout_summary(logits, questions, kept, n_bins)}
+
+
+def _spread(values: np.ndarray) -> dict:
+    low, high = np.percentile(values, [2.5, 97.5])
+    return {"mean": round(float(values.mean()), 6), "p2_5": round(float(low), 6), "p97_5": round(float(high), 6)}
 
 
 def resplit_study(logits: Sequence[np.ndarray], questions: Sequence[dict], n_bins: int, alpha: float,
@@ -46,8 +65,12 @@ def resplit_study(logits: Sequence[np.ndarray], questions: Sequence[dict], n_bin
     """Fit on a random half, score the other half; ECE/NLL change vs T = 1, tested vs always-fit.
 
     Uses only the calibration items, so the rule is judged without looking at
-    the eval split. Means over `n_splits` seeded halvings; `ece_worse_share` is
-    the share of halvings where held-out ECE went up.
+    the eval split. Per rule: the held-out ECE change over `n_splits` seeded
+    halvings (mean and 2.5–97.5 percentile spread — halvings overlap, so this is
+    split-to-split spread, not a confidence interval), the shares of halvings
+    where ECE went down / stayed exactly equal (T = 1 kept) / went up, and the
+    per-halving difference between the rules. Each half has half the items, so
+    the rule is judged with less power than it is deployed with.
     """
     if n_splits == 0 or len(questions) < 4:
         return None
@@ -56,16 +79,21 @@ def resplit_study(logits: Sequence[np.ndarray], questions: Sequence[dict], n_bin
     for _ in range(n_splits):
         order = rng.permutation(len(questions))
         fit_idx, held_idx = order[: len(order) // 2], order[len(order) // 2:]
-        kept, fitted, _ = significant_temperatures([logits[i] for i in fit_idx], [questions[i] for i in fit_idx], alpha)
+        kept, fitted, _, _ = significant_temperatures([logits[i] for i in fit_idx],
+                                                      [questions[i] for i in fit_idx], alpha)
         held_lg, held_q = [logits[i] for i in held_idx], [questions[i] for i in held_idx]
         at_one = readout_summary(held_lg, held_q, None, n_bins)
         for name, temps in (("tested", kept), ("always_fit", fitted)):
             after = readout_summary(held_lg, held_q, temps, n_bins)
             changes[name].append((after["ece"] - at_one["ece"], after["nll"] - at_one["nll"]))
     out: dict = {"n_splits": n_splits}
-    for name, rows in changes.items():
-        arr = np.array(rows)
-        out[name] = {"ece_change_mean": round(float(arr[:, 0].mean()), 6),
-                     "ece_worse_share": round(float((arr[:, 0] > 1e-12).mean()), 4),
-                     "nll_change_mean": round(float(arr[:, 1].mean()), 6)}
+    arrays = {name: np.array(rows) for name, rows in changes.items()}
+    for name, arr in arrays.items():
+        ece = arr[:, 0]
+        out[name] = {"ece_change": _spread(ece), "nll_change_mean": round(float(arr[:, 1].mean()), 6),
+                     "ece_better_share": round(float((ece < -1e-12).mean()), 4),
+                     "ece_unchanged_share": round(float((np.abs(ece) <= 1e-12).mean()), 4),
+                     "ece_worse_share": round(float((ece > 1e-12).mean()), 4)}
+    out["tested_minus_always_fit"] = {"ece": _spread(arrays["tested"][:, 0] - arrays["always_fit"][:, 0]),
+                                      "nll_mean": round(float((arrays["tested"][:, 1] - arrays["always_fit"][:, 1]).mean()), 6)}
     return out

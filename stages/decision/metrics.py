@@ -190,7 +190,7 @@ def gap_recovered(curve_or_table: Union[Curve, Table], f: float = 0.3) -> float 
     every item (possible because readout is kept where it is right), and None
     when thinking is not more accurate than the readout: there is no gap to
     recover, and the ratio of two negatives would read as a recovery when
-    routing in fact cost accuracy (read `accuracy_change` instead). A curve
+    routing in fact cost accuracy (evaluate reports `accuracy_change_at_30`). A curve
     must hold a row at fraction f; a table is routed at f directly.
     """
     if isinstance(curve_or_table, dict):

@@ -97,9 +97,13 @@ def load_items(path: str | Path, split: str | None = None) -> list[dict]:
 
 
 def normalised_key(q: dict) -> str:
-    """Key for exact-duplicate detection: normalised question text and option texts."""
+    """Key for duplicate detection: normalised question text and the SET of option texts.
+
+    Options are sorted: the same question with its options shuffled is the same
+    question (a model trained on one has seen the other), so it must share a split.
+    """
     norm = lambda s: " ".join(s.lower().split())  # noqa: E731
-    return norm(q["question"]) + "\x00" + "\x00".join(norm(o["text"]) for o in q["options"])
+    return norm(q["question"]) + "\x00" + "\x00".join(sorted(norm(o["text"]) for o in q["options"]))
 
 
 def gold_index(q: dict) -> int:

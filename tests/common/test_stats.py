@@ -355,6 +355,9 @@ def test_temperature_lr_test_separates_real_from_noise_temperatures():
     calibrated = _sample_gold(rng, softmax_with_temperature(logits, 1.0))
     assert temperature_lr_test(logits, calibrated, fit_temperature(logits, calibrated)) > 0.05
     assert temperature_lr_test(logits, calibrated, 1.0) == pytest.approx(1.0)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="temperature"):
+            temperature_lr_test(logits, calibrated, bad)
 
 
 def test_temperature_lr_test_deviance_by_hand():

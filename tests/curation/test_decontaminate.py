@@ -20,7 +20,7 @@ def test_question_with_all_options_in_any_format_is_contaminated():
                  "Which one is a city? Options: paris; hammer.",   # other options: a different question
                  "Tokyo is a city and a hammer is a tool.")         # option words present, question text not
     out = decontaminate(docs, [CITY])
-    assert out.removed == {"d0": "q1", "d1": "q1"}
+    assert out.removed == {"d0": ["q1"], "d1": ["q1"]}
     assert [d["id"] for d in out.kept] == ["d2", "d3"] and out.questions_found == 1
 
 
@@ -29,7 +29,7 @@ def test_options_match_whole_words_only():
     out = decontaminate(_docs("How many are there? 17 cats."), [q])
     assert out.removed == {}
     out = decontaminate(_docs("How many are there? 7, cat."), [q])
-    assert out.removed == {"d0": "q2"}
+    assert out.removed == {"d0": ["q2"]}
 
 
 def test_normalise_pads_and_folds_punctuation():
@@ -52,7 +52,16 @@ def test_pool_reasoning_docs_that_render_an_item_are_caught():
     out = decontaminate(docs, held)
     assert 0 < len(out.removed) < len(docs)
     by_id = {q.id: q for q in held}
-    for doc_id, qid in out.removed.items():
+    for doc_id, qids in out.removed.items():
         body = normalise(docs[int(doc_id[1:])]["text"])
-        assert normalise(by_id[qid].question) in body
-        assert all(normalise(o) in body for o in by_id[qid].options)
+        for qid in qids:
+            assert normalise(by_id[qid].question) in body
+            assert all(normalise(o) in body for o in by_id[qid].options)
+    # duplicated held-out items (same text and options, two ids) are each counted as found
+    assert out.questions_found == len({qid for qids in out.removed.values() for qid in qids})
+
+
+def test_every_contained_question_is_counted():
+    twin = HeldOutQuestion("q1b", CITY.question, tuple(reversed(CITY.options)))
+    out = decontaminate(_docs("Which one is a city? tokyo or hammer"), [CITY, twin])
+    assert out.removed == {"d0": ["q1", "q1b"]} and out.questions_found == 2

@@ -7,8 +7,8 @@ from stages.common.errors import PipelineError
 from stages.decision import families
 from stages.decision.parsing import parse_answer
 from stages.decision.pool import assign_splits, build_questions, duplicate_report
-from stages.decision.questions import (from_row, gold_index, load_external_questions, to_row, user_message,
-                                       validate_question)
+from stages.decision.questions import (from_row, gold_index, load_external_questions, normalised_key, to_row,
+                                       user_message, validate_question)
 
 
 @pytest.mark.parametrize("family", sorted(families.FAMILIES))
@@ -57,6 +57,19 @@ def test_duplicates_share_a_split():
     splits = assign_splits(qs, {"pool": 0.5, "dev": 0.1, "eval": 0.25, "calibration": 0.15})
     rep = duplicate_report(qs, splits)
     assert rep["duplicate_questions"] > 0 and rep["cross_split_duplicates"] == 0
+
+
+def test_shuffled_options_are_the_same_question():
+    """A question seen in training with its options in another order is not held out."""
+    q = {**families.generate("category", 2, random.Random(4)), "id": "one"}
+    shuffled = {**q, "id": "other", "options": list(reversed(q["options"]))}
+    assert normalised_key(q) == normalised_key(shuffled)
+    splits = assign_splits([q, shuffled], {"pool": 0.5, "dev": 0.1, "eval": 0.25, "calibration": 0.15})
+    assert splits[q["id"]] == splits["other"]
+    assert duplicate_report([q, shuffled], splits) == {"duplicate_questions": 1, "cross_split_duplicates": 0,
+                                                       "unique_questions": 1}
+    different = {**q, "id": "x", "options": q["options"][:-1] + [{"id": "z", "text": "zebra crossing"}]}
+    assert normalised_key(different) != normalised_key(q)
 
 
 def test_row_round_trip(questions):

@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +25,16 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
 
+ISOLATE_FROM = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE",
+                "AWS_SHARED_CREDENTIALS_FILE", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+
+
 def _run(cmd: list[str], cwd: Path, check: bool = True, extra_env: dict | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, **(extra_env or {}), "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", "PIPELINE_QUIET": "1",
+    """Run in the copy with the venv first on PATH and no user-level AWS, proxy or DVC config."""
+    base = {k: v for k, v in os.environ.items() if k not in ISOLATE_FROM}
+    isolated = cwd.parent / "dvc-user-config"
+    isolated.mkdir(exist_ok=True)
+    env = {**base, **(extra_env or {}), "DVC_GLOBAL_CONFIG_DIR": str(isolated), "DVC_SYSTEM_CONFIG_DIR": str(isolated), "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", "PIPELINE_QUIET": "1",
            "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
@@ -125,24 +132,20 @@ def test_params_typo_fails_before_writing(repo):
         (repo / "params.yaml").write_text(params)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.mark.slow
-def test_outputs_round_trip_through_the_s3_remote(repo, tmp_path):
+def test_outputs_round_trip_through_the_s3_remote(repo, tmp_path, monkeypatch):
     clone = tmp_path / "clone"
     shutil.copytree(repo, clone, symlinks=True)  # cache, outputs and git history: a user's checkout
-    port = _free_port()
-    server = local_s3.start(port)
+    for var in ISOLATE_FROM:  # a developer's AWS profile or proxy must not reach the local server
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    server, port = local_s3.start(0)  # the server binds a free port itself: no race
     try:
-        creds = local_s3.LOCAL_CREDENTIALS
+        creds = {**local_s3.LOCAL_CREDENTIALS, "NO_PROXY": "127.0.0.1,localhost"}
         _run(["dvc", "remote", "modify", "--local", "storage", "endpointurl", f"http://127.0.0.1:{port}"], clone)
         _run(["dvc", "push"], clone, extra_env=creds)
         bucket = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",

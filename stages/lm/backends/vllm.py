@@ -5,6 +5,7 @@ import time
 from typing import Sequence
 
 from stages.common.errors import PipelineError
+from stages.common.log import bars_enabled
 from stages.lm.backends import Completion, SamplingSettings
 
 
@@ -30,7 +31,8 @@ class VLLMBackend:
                                 max_tokens=settings.max_new_tokens, seed=settings.seed,
                                 stop_token_ids=list(settings.stop_token_ids) or None)
         started = time.perf_counter()
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompt_ids], params)
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompt_ids], params,
+                                    use_tqdm=bars_enabled())
         per_item = (time.perf_counter() - started) / max(1, len(prompt_ids) * settings.n)
         completions = []
         for p, out in enumerate(outputs):
