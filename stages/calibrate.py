@@ -18,12 +18,8 @@ from stages.common.io import write_json
 from stages.common.log import stage_main, summary
 from stages.common.params import load_base, load_section
 from stages.decision.calibration import fit_and_report, resplit_study
-from stages.decision.evaluate import answer_both_ways
 from stages.decision.questions import load_items
-from stages.evaluate import EvaluateParams, sampling
-from stages.lm.backends import backend_for_model
-from stages.lm.model import load_model
-from stages.lm.tokenizer import load_tokenizer
+from stages.evaluate import EvaluateParams, answer_questions
 
 
 @stage_main
@@ -37,11 +33,8 @@ def main(argv: list[str] | None = None) -> None:
     p = load_section(EvaluateParams, "evaluate", args.params)
     seed = load_base(args.params).seed
     torch.set_num_threads(p.threads)
-    model_dir = f"models/{args.model}"
-    model, tok = load_model(model_dir), load_tokenizer(model_dir)
     questions = stable_subset(load_items(args.items, split="calibration"), p.calibration_items, "calibrate")
-    backend = backend_for_model(p.backend, model, tok, model_dir, p.batch_size)
-    logits, chains = answer_both_ways(model, tok, backend, questions, sampling(p, seed, tok), p.batch_size)
+    logits, chains = answer_questions(args.model, questions, p, seed)
     post = [(c["post_logits"], q) for c, q in zip(chains, questions) if c["post_logits"] is not None]
     post_logits = [lg for lg, _ in post]
     post_questions = [q for _, q in post]

@@ -53,6 +53,15 @@ def sampling(p: EvaluateParams, seed: int, tok) -> SamplingSettings:
                             seed=seed, stop_token_ids=(tok.eos_token_id,))
 
 
+def answer_questions(model_name: str, questions: list[dict], p: EvaluateParams,
+                     seed: int) -> tuple[list[np.ndarray], list[dict]]:
+    """Load models/<name> and answer each question by readout and by one sampled chain (calibrate uses it too)."""
+    model_dir = f"models/{model_name}"
+    model, tok = load_model(model_dir), load_tokenizer(model_dir)
+    backend = backend_for_model(p.backend, model, tok, model_dir, p.batch_size)
+    return answer_both_ways(model, tok, backend, questions, sampling(p, seed, tok), p.batch_size)
+
+
 def records_to_table(records: list[dict], questions: list[dict], temps: dict) -> dict:
     """Rebuild the per-item table from stored records (used for the baseline model)."""
     return dm.item_table(questions, [np.array(r["readout_logits"]) for r in records],
@@ -81,12 +90,9 @@ def main(argv: list[str] | None = None) -> None:
     p = load_section(EvaluateParams, "evaluate", args.params)
     seed = load_base(args.params).seed
     torch.set_num_threads(p.threads)
-    model_dir = f"models/{args.model}"
-    model, tok = load_model(model_dir), load_tokenizer(model_dir)
     temps = read_json(f"data/calibrate/{args.model}/temperatures.json")
     questions = stable_subset(load_items(args.items, split="eval"), p.max_items, "evaluate")
-    backend = backend_for_model(p.backend, model, tok, model_dir, p.batch_size)
-    logits, chains = answer_both_ways(model, tok, backend, questions, sampling(p, seed, tok), p.batch_size)
+    logits, chains = answer_questions(args.model, questions, p, seed)
     records = [{"id": q["id"], "family": q["family"], "level": q["level"], "task": q["task"],
                 "readout_logits": [round(float(x), 5) for x in lg], "thinking_pred": c["thinking_pred"],
                 "chain_tokens": c["chain_tokens"], "finish_reason": c["finish_reason"], "chain": c["text"],
