@@ -38,4 +38,4 @@ bench: $(STAMP)
 # A local S3-compatible server (moto, in memory) at the default remote's endpoint,
 # for trying `dvc push` / `dvc pull`; see README "Remote storage"
 s3-local: $(STAMP)
-	$(PY) -m stages.common.local_s3 --port 9000
+	$(PY) -m decision_pipeline.common.local_s3 --port 9000

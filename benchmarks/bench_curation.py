@@ -31,10 +31,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stages.curation.classifier import featurize, score_docs, train_classifier  # noqa: E402
-from stages.curation.minhash import dedup, minhash_signatures, permutations  # noqa: E402
-from stages.curation.pool import REGISTERS, generate_dev, generate_pool  # noqa: E402
-from stages.curation.selection import estimate_token_counts, select  # noqa: E402
+from decision_pipeline.curation.classifier import featurize, score_docs, train_classifier  # noqa: E402
+from decision_pipeline.curation.minhash import dedup, minhash_signatures, permutations  # noqa: E402
+from decision_pipeline.curation.documents import REGISTERS, generate_dev, generate_pool  # noqa: E402
+from decision_pipeline.curation.selection import estimate_token_counts, select  # noqa: E402
 
 NUM_PERM, NGRAM = 64, 5
 

@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stages.bench.s1mb import (  # noqa: E402
+from decision_pipeline.bench.s1mb import (  # noqa: E402
     Benchmark, Prediction, benchmark_decisions, case_from_row, prepare_benchmark, reference_metrics,
     score_benchmark, score_prepared,
 )

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import torch
 
-from stages.common.errors import PipelineError
-from stages.common.hashing import stable_subset
-from stages.common.io import atomic_dir, write_json
-from stages.common.log import stage_main, summary
-from stages.common.params import load_base, load_section, rule
-from stages.decision.prompts import encode, thinking_prefix
-from stages.decision.questions import LABELS, THINK_CLOSE, gold_index, load_items
-from stages.lm.model import load_model
-from stages.lm.readout import continuation_nll
-from stages.lm.tokenizer import load_tokenizer
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.hashing import stable_subset
+from decision_pipeline.common.io import atomic_dir, write_json
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, rule
+from decision_pipeline.decision.prompts import encode, thinking_prefix
+from decision_pipeline.decision.questions import LABELS, THINK_CLOSE, gold_index, load_items
+from decision_pipeline.lm.model import load_model
+from decision_pipeline.lm.readout import continuation_nll
+from decision_pipeline.lm.bpe import load_tokenizer
 
 
 @dataclass

@@ -13,12 +13,12 @@ import time
 
 import torch
 
-from stages.common.hashing import stable_subset
-from stages.common.io import write_json
-from stages.common.log import stage_main, summary
-from stages.common.params import load_base, load_section
-from stages.decision.calibration import fit_and_report, resplit_study
-from stages.decision.questions import load_items
+from decision_pipeline.common.hashing import stable_subset
+from decision_pipeline.common.io import write_json
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_base, load_section
+from decision_pipeline.decision.calibration import fit_and_report, resplit_study
+from decision_pipeline.decision.questions import load_items
 from stages.evaluate import EvaluateParams, answer_questions
 
 

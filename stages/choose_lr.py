@@ -4,10 +4,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from stages.common.io import read_json, write_json
-from stages.common.log import stage_main, summary
-from stages.common.params import load_section
-from stages.decision.sft_train import lr_rule
+from decision_pipeline.common.io import read_json, write_json
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_section
+from decision_pipeline.decision.sft_trainer import lr_rule
 from stages.lr_sweep import LrSweepParams
 
 

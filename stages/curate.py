@@ -1,7 +1,7 @@
 """Stage `curate@{curated,random}`: select pool documents into the token budget.
 
 Both start from the pool minus documents that contain a held-out question
-(dev / eval / calibration items; `stages.curation.decontaminate`), so neither
+(dev / eval / calibration items; `decision_pipeline.curation.decontaminate`), so neither
 base model has seen an evaluation question with its answer.
 curated: hygiene filters → MinHash near-duplicate removal → register
 classifier scores (written, inspectable) → selection by `mode` / `overfill`
@@ -19,18 +19,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from stages.common.hashing import make_rng, sha256_int
-from stages.common.io import atomic_dir, read_table, write_json, write_table
-from stages.common.log import stage_main, summary
-from stages.common.params import load_base, load_section, rule
-from stages.curation.classifier import save_model, score_docs, train_classifier
-from stages.curation.decontaminate import HeldOutQuestion, decontaminate
-from stages.curation.filters import apply_filters, build_filters
-from stages.curation.minhash import dedup
-from stages.curation.pool import validate_pool
-from stages.curation.selection import MODES, calibrate_chars_per_token, estimate_token_counts, random_selection, select
-from stages.decision.questions import load_items
-from stages.lm.tokenizer import load_tokenizer
+from decision_pipeline.common.hashing import make_rng, sha256_int
+from decision_pipeline.common.io import atomic_dir, read_table, write_json, write_table
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, rule
+from decision_pipeline.curation.classifier import save_model, score_docs, train_classifier
+from decision_pipeline.curation.decontaminate import HeldOutQuestion, decontaminate
+from decision_pipeline.curation.filters import apply_filters, build_filters
+from decision_pipeline.curation.minhash import dedup
+from decision_pipeline.curation.documents import validate_pool
+from decision_pipeline.curation.selection import MODES, calibrate_chars_per_token, estimate_token_counts, random_selection, select
+from decision_pipeline.decision.questions import load_items
+from decision_pipeline.lm.bpe import load_tokenizer
 
 
 @dataclass

@@ -16,18 +16,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from stages.common import stats
-from stages.common.hashing import stable_subset
-from stages.common.io import read_json, read_jsonl, write_json, write_jsonl
-from stages.common.log import stage_main, summary
-from stages.common.params import load_base, load_section, rule
-from stages.decision import metrics as dm
-from stages.decision.evaluate import answer_both_ways
-from stages.decision.questions import load_items
-from stages.lm.backends import BACKENDS, SamplingSettings, backend_for_model
-from stages.lm.model import load_model
-from stages.lm.tokenizer import load_tokenizer
-from stages.reporting.plots import plot_accuracy_grid, plot_reliability, plot_routing_curve
+from decision_pipeline.common import stats
+from decision_pipeline.common.hashing import stable_subset
+from decision_pipeline.common.io import read_json, read_jsonl, write_json, write_jsonl
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, rule
+from decision_pipeline.decision import metrics as dm
+from decision_pipeline.decision.answering import answer_both_ways
+from decision_pipeline.decision.questions import load_items
+from decision_pipeline.lm.backends import BACKENDS, SamplingSettings, backend_for_model
+from decision_pipeline.lm.model import load_model
+from decision_pipeline.lm.bpe import load_tokenizer
+from decision_pipeline.reporting.plots import plot_accuracy_grid, plot_reliability, plot_routing_curve
 
 
 @dataclass

@@ -19,16 +19,16 @@ from pathlib import Path
 
 import torch
 
-from stages.common.errors import PipelineError
-from stages.common.hashing import file_sha256, sha256_int, stable_subset
-from stages.common.io import JsonlAppender, read_jsonl, write_json
-from stages.common.log import info, progress, stage_main, summary
-from stages.common.params import load_base, load_section, rule
-from stages.decision.generation import generate_chains
-from stages.decision.questions import load_items
-from stages.lm.backends import BACKENDS, SamplingSettings, backend_for_model, make_backend
-from stages.lm.model import load_model
-from stages.lm.tokenizer import load_tokenizer
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.hashing import file_sha256, sha256_int, stable_subset
+from decision_pipeline.common.io import JsonlAppender, read_jsonl, write_json
+from decision_pipeline.common.log import info, progress, stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, rule
+from decision_pipeline.decision.generation import generate_chains
+from decision_pipeline.decision.questions import load_items
+from decision_pipeline.lm.backends import BACKENDS, SamplingSettings, backend_for_model, make_backend
+from decision_pipeline.lm.model import load_model
+from decision_pipeline.lm.bpe import load_tokenizer
 
 
 @dataclass

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from stages.common.errors import PipelineError
-from stages.common.hashing import make_rng
-from stages.common.io import write_json, write_table
-from stages.common.log import stage_main, summary
-from stages.common.params import load_base, load_section, rule
-from stages.curation.pool import REGISTERS, generate_dev, generate_pool, load_external_pool, validate_pool
-from stages.decision.families import reasoning_text
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.hashing import make_rng
+from decision_pipeline.common.io import write_json, write_table
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, rule
+from decision_pipeline.curation.documents import REGISTERS, generate_dev, generate_pool, load_external_pool, validate_pool
+from decision_pipeline.decision.families import reasoning_text
 
 POOL_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("safety_score", pa.int64()),
                          ("meta_json", pa.string())])

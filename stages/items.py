@@ -6,13 +6,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from stages.common.errors import PipelineError
-from stages.common.io import write_json, write_table
-from stages.common.log import stage_main, summary
-from stages.common.params import load_base, load_section, rule
-from stages.decision.families import FAMILIES
-from stages.decision.pool import assign_splits, build_questions, duplicate_report
-from stages.decision.questions import QUESTION_SCHEMA, load_external_questions, to_row
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import write_json, write_table
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, rule
+from decision_pipeline.decision.families import FAMILIES
+from decision_pipeline.decision.item_splits import assign_splits, build_questions, duplicate_report
+from decision_pipeline.decision.questions import QUESTION_SCHEMA, load_external_questions, to_row
 
 SPLITS = ("pool", "dev", "eval", "calibration")
 

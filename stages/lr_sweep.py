@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import torch
 
-from stages.common.hashing import make_random
-from stages.common.io import write_json
-from stages.common.log import stage_main, summary
-from stages.common.params import load_base, load_section, rule
-from stages.decision.sft_train import dev_readout_metrics, train_joint
-from stages.lm.model import load_model
-from stages.lm.tokenizer import load_tokenizer
+from decision_pipeline.common.hashing import make_random
+from decision_pipeline.common.io import write_json
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, rule
+from decision_pipeline.decision.sft_trainer import dev_readout_metrics, train_joint
+from decision_pipeline.lm.model import load_model
+from decision_pipeline.lm.bpe import load_tokenizer
 from stages.sft import SFTParams, load_training_data, settings_from
 
 

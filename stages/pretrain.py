@@ -16,13 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from stages.common.hashing import make_rng
-from stages.common.io import atomic_dir, read_json, read_table, write_json
-from stages.common.log import info, stage_main, summary
-from stages.common.params import load_base, load_section, read_params_file, rule
-from stages.lm.model import TinyModelSpec, build_tiny_model, count_params
-from stages.lm.pretrain import TrainSettings, heldout_nll, pack_tokens, perplexity_report, train_on_tokens
-from stages.lm.tokenizer import load_tokenizer
+from decision_pipeline.common.hashing import make_rng
+from decision_pipeline.common.io import atomic_dir, read_json, read_table, write_json
+from decision_pipeline.common.log import info, stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, read_params_file, rule
+from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model, count_params
+from decision_pipeline.lm.training import TrainSettings, heldout_nll, pack_tokens, perplexity_report, train_on_tokens
+from decision_pipeline.lm.bpe import load_tokenizer
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Stage `s1mb@{model}`: S1MB results, task scores, Task Avg and Borda for models/<model>.
 
 Reads the benchmark set indexed by `s1mb_data` (data/s1mb/bench), answers every
-benchmark of its category with the pipeline's readout (``stages.bench.adapter``:
+benchmark of its category with the pipeline's readout (``decision_pipeline.bench.adapter``:
 per-task temperatures, chunked readout above 8 options, optional routed
 thinking), and writes
 
@@ -24,16 +24,16 @@ from pathlib import Path
 
 import torch
 
-from stages.bench import adapter
-from stages.bench.s1mb import (
+from decision_pipeline.bench import adapter
+from decision_pipeline.bench.s1mb import (
     borda, category_tasks, cohort_scores, build_result, load_benchmarks, load_cases, load_category,
     load_results_dir, summarize_result, task_avg, task_scores, verify_result, write_model_folder,
 )
-from stages.bench.synthetic import slug
-from stages.common.errors import PipelineError
-from stages.common.io import atomic_dir, write_json
-from stages.common.log import info, stage_main, summary
-from stages.common.params import load_base, load_section, rule
+from decision_pipeline.bench.synthetic import slug
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import atomic_dir, write_json
+from decision_pipeline.common.log import info, stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, rule
 from stages.s1mb_data import load_index
 
 ORG = "pipeline"
@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     index, data_root = load_index(args.data)
     definitions = load_benchmarks(Path(args.data) / "benchmarks")
     category = load_category(Path(args.data) / "categories" / f"{index['category']}.json", definitions)
-    from stages.lm.model import count_params, load_model
-    from stages.lm.tokenizer import load_tokenizer
+    from decision_pipeline.lm.model import count_params, load_model
+    from decision_pipeline.lm.bpe import load_tokenizer
     model, tok = load_model(model_dir), load_tokenizer(model_dir)
     temps = {"noul": p.temperatures.noul, "choice": p.temperatures.choice, "score": p.temperatures.score}
     config = adapter.AdapterConfig(temperatures=temps, batch_size=p.batch_size, route_fraction=p.route_fraction,

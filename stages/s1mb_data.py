@@ -2,7 +2,7 @@
 
 source: synthetic (default/micro profiles)
     Benchmarks in the exact S1MB formats built offline from the eval split of
-    data/items/items.parquet (``stages.bench.synthetic``): one per (family,
+    data/items/items.parquet (``decision_pipeline.bench.synthetic``): one per (family,
     task) plus a many-option choice set. Written to --out as
     ``benchmarks/``, ``categories/<category>.json``, ``datasets/<subset>/test/``.
 source: local (GPU profile)
@@ -29,17 +29,17 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from stages.bench import synthetic
-from stages.bench.s1mb import (
+from decision_pipeline.bench import synthetic
+from decision_pipeline.bench.s1mb import (
     S1MBError, Benchmark, dump_benchmark, load_benchmarks, load_cases, load_category, read_json, write_json,
 )
-from stages.bench.s1mb.definitions import safe_id
-from stages.common.errors import PipelineError
-from stages.common.hashing import file_sha256
-from stages.common.io import atomic_dir, write_json as write_metrics
-from stages.common.log import stage_main, summary
-from stages.common.params import load_base, load_section, rule
-from stages.decision.questions import load_items
+from decision_pipeline.bench.s1mb.definitions import safe_id
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.hashing import file_sha256
+from decision_pipeline.common.io import atomic_dir, write_json as write_metrics
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, rule
+from decision_pipeline.decision.questions import load_items
 
 INDEX = "index.json"
 SYNTHETIC_REPO = "local/s1mb-synthetic"

@@ -11,13 +11,13 @@ import argparse
 import time
 from dataclasses import dataclass, field
 
-from stages.common.errors import PipelineError
-from stages.common.io import read_jsonl, write_json, write_jsonl
-from stages.common.log import progress, stage_main, summary
-from stages.common.params import load_base, load_section, rule
-from stages.decision.chains import (DEFAULT_LOOKUP_PATTERNS, drop_counts, ensure_nonempty, judge_chain,
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl
+from decision_pipeline.common.log import progress, stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, rule
+from decision_pipeline.decision.chains import (DEFAULT_LOOKUP_PATTERNS, drop_counts, ensure_nonempty, judge_chain,
                                     select_per_question, selection_metrics)
-from stages.decision.questions import load_items
+from decision_pipeline.decision.questions import load_items
 
 
 @dataclass

@@ -18,17 +18,17 @@ from pathlib import Path
 
 import torch
 
-from stages.common.errors import PipelineError
-from stages.common.hashing import file_sha256, sha256_int, stable_subset
-from stages.common.io import atomic_dir, read_json, read_jsonl, write_json
-from stages.common.log import stage_main, summary
-from stages.common.params import load_base, load_section, rule
-from stages.decision.questions import load_items
-from stages.decision.sft import build_joint_examples
-from stages.decision.sft_train import SFTSettings, dev_readout_metrics, parse_votes, train_joint
-from stages.lm.model import load_model
-from stages.lm.tokenizer import load_tokenizer
-from stages.reporting.plots import plot_loss_curves
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.hashing import file_sha256, sha256_int, stable_subset
+from decision_pipeline.common.io import atomic_dir, read_json, read_jsonl, write_json
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, rule
+from decision_pipeline.decision.questions import load_items
+from decision_pipeline.decision.sft_data import build_joint_examples
+from decision_pipeline.decision.sft_trainer import SFTSettings, dev_readout_metrics, parse_votes, train_joint
+from decision_pipeline.lm.model import load_model
+from decision_pipeline.lm.bpe import load_tokenizer
+from decision_pipeline.reporting.plots import plot_loss_curves
 
 
 @dataclass

@@ -10,11 +10,11 @@ import argparse
 import time
 from dataclasses import dataclass
 
-from stages.common.io import atomic_dir, read_table, write_json
-from stages.common.log import stage_main, summary
-from stages.common.params import load_section, rule
-from stages.decision.questions import LABELS, assistant_answer, gold_index, load_items, user_message
-from stages.lm.tokenizer import render_chat, train_bpe, wrap_fast
+from decision_pipeline.common.io import atomic_dir, read_table, write_json
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_section, rule
+from decision_pipeline.decision.questions import LABELS, assistant_answer, gold_index, load_items, user_message
+from decision_pipeline.lm.bpe import render_chat, train_bpe, wrap_fast
 
 
 @dataclass

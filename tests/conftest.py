@@ -12,7 +12,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def sample_questions(n_per_cell: int = 4, seed: int = 0) -> list[dict]:
-    from stages.decision.pool import build_questions
+    from decision_pipeline.decision.item_splits import build_questions
     return build_questions(["keyword", "category", "larger", "count"], [0, 1, 2, 3, 4], n_per_cell, seed)
 
 
@@ -24,9 +24,9 @@ def questions() -> list[dict]:
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory, questions) -> str:
     """A saved tokenizer + 1-layer Qwen2 model directory, as the pipeline writes them."""
-    from stages.decision.families import reasoning_text
-    from stages.lm.model import TinyModelSpec, build_tiny_model
-    from stages.lm.tokenizer import train_bpe, wrap_fast
+    from decision_pipeline.decision.families import reasoning_text
+    from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model
+    from decision_pipeline.lm.bpe import train_bpe, wrap_fast
     from stages.tokenizer import question_chats
     rng = random.Random(0)
     corpus = question_chats(questions) + [reasoning_text(rng) for _ in range(300)]
@@ -42,6 +42,6 @@ def tiny_dir(tmp_path_factory, questions) -> str:
 
 @pytest.fixture(scope="session")
 def tiny(tiny_dir):
-    from stages.lm.model import load_model
-    from stages.lm.tokenizer import load_tokenizer
+    from decision_pipeline.lm.model import load_model
+    from decision_pipeline.lm.bpe import load_tokenizer
     return load_model(tiny_dir), load_tokenizer(tiny_dir)

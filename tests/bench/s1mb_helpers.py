@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stages.bench.s1mb import Benchmark, Decision, Prediction
+from decision_pipeline.bench.s1mb import Benchmark, Decision, Prediction
 
 NOUL = ("false", "true")
 

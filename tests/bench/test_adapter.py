@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from s1mb_helpers import criterion, dataset_row, decision_row, definition, mixed_row, target_row
 
-from stages.bench import adapter
-from stages.bench.adapter import (
+from decision_pipeline.bench import adapter
+from decision_pipeline.bench.adapter import (
     AdapterConfig, chunk_bounds, compose_chunks, predict_cases, readout_distributions, select_routed,
     thinking_distribution, to_pipeline_question,
 )
-from stages.bench.s1mb import case_from_row, check_probabilities, score_benchmark
-from stages.lm.readout import softmax
+from decision_pipeline.bench.s1mb import case_from_row, check_probabilities, score_benchmark
+from decision_pipeline.lm.readout import softmax
 
 
 def text_reader(score, calls=None, temperature=1.0):
@@ -179,7 +179,7 @@ def test_distributions_are_valid_for_every_task_and_score(temperature):
 
 
 def test_model_reader_applies_the_per_task_temperature(tiny, questions):
-    from stages.decision.evaluate import readout
+    from decision_pipeline.decision.answering import readout
     model, tok = tiny
     qs = [next(q for q in questions if q["task"] == t) for t in ("noul", "choice", "score")]
     logits = readout(model, tok, qs, batch_size=4)
@@ -223,7 +223,7 @@ def test_routed_thinking_replaces_parsed_answers_and_keeps_the_rest(monkeypatch)
         assert settings.temperature == 0.0 and settings.max_new_tokens == 7
         return [{"thinking_pred": 1 if q["id"].startswith("c0") else None} for q in questions]
 
-    monkeypatch.setattr("stages.decision.evaluate.thinking", fake_thinking)
+    monkeypatch.setattr("decision_pipeline.decision.answering.thinking", fake_thinking)
     config = AdapterConfig(route_fraction=2 / 6, route_eps=0.1, max_new_tokens=7)
     preds, settings = predict_cases(cases, read, config, model=object(), tok=SimpleNamespace(eos_token_id=0))
     assert seen == ["c0/relevant", "c1/relevant"]         # the two lowest-margin questions

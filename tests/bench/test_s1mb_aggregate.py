@@ -2,7 +2,7 @@
 import pytest
 from s1mb_helpers import definition
 
-from stages.bench.s1mb import (
+from decision_pipeline.bench.s1mb import (
     BenchmarkScore, borda, category_tasks, display, generalization_subset, leaderboard, task_avg,
     task_scores,
 )

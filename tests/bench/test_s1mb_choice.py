@@ -2,7 +2,7 @@
 import pytest
 from s1mb_helpers import choice, split
 
-from stages.bench.s1mb import METRIC_KEYS, score_decisions
+from decision_pipeline.bench.s1mb import METRIC_KEYS, score_decisions
 
 
 def metrics(pairs):

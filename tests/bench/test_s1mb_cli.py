@@ -1,4 +1,4 @@
-"""``python -m stages.bench.s1mb`` run as a subprocess, as the pipeline and users run it."""
+"""``python -m decision_pipeline.bench.s1mb`` run as a subprocess, as the pipeline and users run it."""
 import json
 import subprocess
 import sys
@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from stages.bench.s1mb import METRIC_KEYS
+from decision_pipeline.bench.s1mb import METRIC_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "stages.bench.s1mb", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "decision_pipeline.bench.s1mb", *map(str, args)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 

@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 from s1mb_helpers import criterion, dataset_row, decision_row, definition, mixed_row, target_row
 
-from stages.bench.s1mb import (
+from decision_pipeline.bench.s1mb import (
     S1MBError, benchmark_decisions, case_from_row, cases_for_benchmark, dump_benchmark,
     load_benchmarks, load_cases, load_category, parse_benchmark, read_rows,
 )

@@ -2,7 +2,7 @@
 import pytest
 from s1mb_helpers import noul, split
 
-from stages.bench.s1mb import METRIC_KEYS, score_decisions
+from decision_pipeline.bench.s1mb import METRIC_KEYS, score_decisions
 
 
 def metrics(pairs):
@@ -60,7 +60,7 @@ def test_soft_targets_use_target_masses():
 
 
 def test_fp_and_tn_use_the_targets_own_false_entry():
-    from stages.bench.s1mb import Decision, Prediction
+    from decision_pipeline.bench.s1mb import Decision, Prediction
     # t(false) = 0.300004 is within the 1e-5 sum tolerance but is not 1 - t(true).
     d = [Decision("a", "q", ("false", "true"), {"false": 0.300004, "true": 0.7}),
          Decision("b", "q", ("true", "false"), {"false": 0.9, "true": 0.1})]

@@ -6,7 +6,7 @@ import lzma
 import pytest
 from s1mb_helpers import definition, mixed_row
 
-from stages.bench.s1mb import (
+from decision_pipeline.bench.s1mb import (
     METRIC_KEYS, Prediction, S1MBError, build_result, case_from_row, cohort_scores, leaderboard,
     category_tasks, load_model_folder, load_results_dir, read_json, read_result, summarize_result,
     verify_result, write_json, write_model_folder, write_result,

@@ -5,7 +5,7 @@ import statistics
 import pytest
 from s1mb_helpers import score, split
 
-from stages.bench.s1mb import METRIC_KEYS, score_decisions
+from decision_pipeline.bench.s1mb import METRIC_KEYS, score_decisions
 
 SCALE = {"a": 10.0, "b": 30.0}
 

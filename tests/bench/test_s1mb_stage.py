@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.bench import synthetic
-from stages.bench.adapter import to_pipeline_question
-from stages.bench.s1mb import (
+from decision_pipeline.bench import synthetic
+from decision_pipeline.bench.adapter import to_pipeline_question
+from decision_pipeline.bench.s1mb import (
     Prediction, build_result, category_tasks, cohort_scores, borda, dump_benchmark, load_benchmarks,
     load_cases, load_category, load_model_folder, load_results_dir, read_json, verify_result,
     write_model_folder,
 )
-from stages.common.errors import PipelineError
-from stages.common.io import write_table
-from stages.decision.questions import QUESTION_SCHEMA, to_row
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import write_table
+from decision_pipeline.decision.questions import QUESTION_SCHEMA, to_row
 
 FAMILY_BENCHMARKS = ["category-choice-test-v1", "count-score-test-v1", "keyword-noul-test-v1",
                      "larger-choice-test-v1", "larger-many-choice-test-v1"]
@@ -206,7 +206,7 @@ def test_local_export_is_validated_indexed_and_guarded(bench, tmp_path):
 
 def test_bad_params_are_pipeline_errors(tmp_path):
     from stages import s1mb_data
-    from stages.common.params import load_section
+    from decision_pipeline.common.params import load_section
     with pytest.raises(PipelineError, match="local_dir"):
         load_section(s1mb_data.S1mbDataParams, "s1mb_data", params(tmp_path, source="local"))
     with pytest.raises(PipelineError, match="category"):

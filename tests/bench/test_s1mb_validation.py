@@ -4,8 +4,8 @@ import math
 import pytest
 from s1mb_helpers import choice, noul, split
 
-from stages.bench.s1mb import Decision, Prediction, S1MBError, parse_prediction, score_decisions
-from stages.common.errors import PipelineError
+from decision_pipeline.bench.s1mb import Decision, Prediction, S1MBError, parse_prediction, score_decisions
+from decision_pipeline.common.errors import PipelineError
 
 BID = "x-choice-test-v1"
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from stages.bench.s1mb import Decision, Prediction, reference_metrics, score_decisions
+from decision_pipeline.bench.s1mb import Decision, Prediction, reference_metrics, score_decisions
 
 
 def random_benchmark(task, seed, n=60):
@@ -61,7 +61,7 @@ def test_vectorised_equals_reference_loop(task, seed):
 
 
 def test_prepared_benchmark_scores_several_models_like_one_shot_scoring():
-    from stages.bench.s1mb import prepare, score_prepared
+    from decision_pipeline.bench.s1mb import prepare, score_prepared
     decisions, first = random_benchmark("choice", 11)
     second = [Prediction(p.case_id, p.question_id, error="ValueError") for p in first[::2]]
     prepared = prepare("choice", decisions, "x-choice-test-v1")

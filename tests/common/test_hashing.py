@@ -1,4 +1,4 @@
-"""Tests for stages.common.hashing: splits and seeds that are identical on every machine."""
+"""Tests for decision_pipeline.common.hashing: splits and seeds that are identical on every machine."""
 from __future__ import annotations
 
 import hashlib
@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from stages.common.hashing import file_sha256, make_random, make_rng, sha256_int, stable_split
+from decision_pipeline.common.hashing import file_sha256, make_random, make_rng, sha256_int, stable_split
 
 FRACTIONS = {"pool": 0.5, "dev": 0.1, "eval": 0.25, "calibration": 0.15}
 

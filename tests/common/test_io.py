@@ -1,4 +1,4 @@
-"""Tests for stages.common.io: atomic outputs, resumable JSONL logs, schema-checked Parquet."""
+"""Tests for decision_pipeline.common.io: atomic outputs, resumable JSONL logs, schema-checked Parquet."""
 from __future__ import annotations
 
 import json
@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stages.common import io
-from stages.common.errors import PipelineError
-from stages.common.io import (
+from decision_pipeline.common import io
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import (
     JsonlAppender,
     atomic_dir,
     read_json,
@@ -305,7 +305,7 @@ def test_repair_jsonl_leaves_complete_file_alone(tmp_path):
 
 _CHILD = textwrap.dedent("""
     import sys, time
-    from stages.common.io import JsonlAppender
+    from decision_pipeline.common.io import JsonlAppender
     path, n = sys.argv[1], int(sys.argv[2])
     pad = "x" * 200
     with JsonlAppender(path) as app:

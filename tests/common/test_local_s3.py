@@ -6,8 +6,8 @@ import socket
 import boto3
 import pytest
 
-from stages.common import local_s3
-from stages.common.errors import PipelineError
+from decision_pipeline.common import local_s3
+from decision_pipeline.common.errors import PipelineError
 
 
 def test_busy_port_is_a_clear_error_not_a_hang():

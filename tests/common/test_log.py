@@ -1,13 +1,13 @@
-"""Tests for stages.common.log: the error contract of stage entry points and the summary line."""
+"""Tests for decision_pipeline.common.log: the error contract of stage entry points and the summary line."""
 from __future__ import annotations
 
 import sys
 
 import pytest
 
-from stages.common import log
-from stages.common.errors import PipelineError
-from stages.common.log import bars_enabled, info, progress, stage_main, summary
+from decision_pipeline.common import log
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.log import bars_enabled, info, progress, stage_main, summary
 
 
 # ------------------------------------------------------------------ stage_main

@@ -1,4 +1,4 @@
-"""Tests for stages.common.params: typed, validated loading of params.yaml sections."""
+"""Tests for decision_pipeline.common.params: typed, validated loading of params.yaml sections."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,8 +8,8 @@ from typing import Optional
 
 import pytest
 
-from stages.common.errors import PipelineError
-from stages.common.params import (
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.params import (
     BaseParams,
     from_dict,
     load_base,

@@ -1,4 +1,4 @@
-"""Tests for stages.common.stats: hand-checked numbers plus a few seeded properties."""
+"""Tests for decision_pipeline.common.stats: hand-checked numbers plus a few seeded properties."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from stages.common.stats import (
+from decision_pipeline.common.stats import (
     accuracy,
     auroc,
     bootstrap_ci,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stages.curation.pool import REGISTERS, generate_dev, generate_pool
+from decision_pipeline.curation.documents import REGISTERS, generate_dev, generate_pool
 
 FILTER_CONFIG = {
     "min_words": {"min": 50},
@@ -31,17 +31,17 @@ def dev(pool) -> list[dict]:
 
 @pytest.fixture(scope="session")
 def model(dev, pool):
-    from stages.curation.classifier import train_classifier
+    from decision_pipeline.curation.classifier import train_classifier
     return train_classifier(dev, pool, list(REGISTERS), seed=0)
 
 
 @pytest.fixture(scope="session")
 def filtered(pool, filter_config) -> list[dict]:
-    from stages.curation.filters import apply_filters, build_filters
+    from decision_pipeline.curation.filters import apply_filters, build_filters
     return apply_filters(pool, build_filters(filter_config))[0]
 
 
 @pytest.fixture(scope="session")
 def deduped(filtered):
-    from stages.curation.minhash import dedup
+    from decision_pipeline.curation.minhash import dedup
     return dedup(filtered)

@@ -6,10 +6,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from stages.common.errors import PipelineError
-from stages.curation.classifier import (BACKGROUND, featurize, load_model, save_model, score_docs,
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.curation.classifier import (BACKGROUND, featurize, load_model, save_model, score_docs,
                                         train_classifier)
-from stages.curation.pool import REGISTERS
+from decision_pipeline.curation.documents import REGISTERS
 
 
 def test_features_are_l2_normalised_sqrt_tf():

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import random
 
-from stages.curation.decontaminate import HeldOutQuestion, decontaminate, normalise
-from stages.decision.families import reasoning_text
-from stages.decision.pool import build_questions
+from decision_pipeline.curation.decontaminate import HeldOutQuestion, decontaminate, normalise
+from decision_pipeline.decision.families import reasoning_text
+from decision_pipeline.decision.item_splits import build_questions
 
 CITY = HeldOutQuestion("q1", "Which one is a city?", ("tokyo", "hammer"))
 

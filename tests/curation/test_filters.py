@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
-from stages.common.errors import PipelineError
-from stages.curation.filters import FILTERS, apply_filters, build_filters, drop_unsafe
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.curation.filters import FILTERS, apply_filters, build_filters, drop_unsafe
 
 
 def _kept_frac(pool, kept):

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stages.common.errors import PipelineError
-from stages.curation.minhash import (MERSENNE, check_lsh_params, cluster, dedup, lsh_groups, minhash_signatures,
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.curation.minhash import (MERSENNE, check_lsh_params, cluster, dedup, lsh_groups, minhash_signatures,
                                      permutations, shingle_hashes)
 
 
@@ -89,7 +89,7 @@ def test_signature_agreement_estimates_jaccard():
 
 
 def test_hashes_stable_across_processes():
-    code = ("from stages.curation.minhash import minhash_signatures as m;"
+    code = ("from decision_pipeline.curation.minhash import minhash_signatures as m;"
             "print(int(m(['the quick brown fox jumps over the lazy dog'])[0].sum()))")
     root = Path(__file__).resolve().parents[2]
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

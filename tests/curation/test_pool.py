@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stages.common.errors import PipelineError
-from stages.curation.pool import (NOISE_KINDS, REGISTERS, generate_dev, generate_pool, load_external_pool,
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.curation.documents import (NOISE_KINDS, REGISTERS, generate_dev, generate_pool, load_external_pool,
                                   validate_pool)
 
 

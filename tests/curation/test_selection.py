@@ -6,12 +6,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from stages.common.errors import PipelineError
-from stages.curation.classifier import score_docs, train_classifier
-from stages.curation.filters import apply_filters, build_filters
-from stages.curation.minhash import dedup
-from stages.curation.pool import REGISTERS, generate_dev, generate_pool
-from stages.curation.selection import (calibrate_chars_per_token, estimate_token_counts, quantize_scores,
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.curation.classifier import score_docs, train_classifier
+from decision_pipeline.curation.filters import apply_filters, build_filters
+from decision_pipeline.curation.minhash import dedup
+from decision_pipeline.curation.documents import REGISTERS, generate_dev, generate_pool
+from decision_pipeline.curation.selection import (calibrate_chars_per_token, estimate_token_counts, quantize_scores,
                                        random_selection, select)
 
 REGS = list(REGISTERS)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stages.curation._hashing import token_hashes
+from decision_pipeline.curation._hashing import token_hashes
 
 
 def _one(tok: str, split_punct: bool = False) -> int:

@@ -1,6 +1,6 @@
 import numpy as np
 
-from stages.decision.calibration import fit_and_report, resplit_study, significant_temperatures
+from decision_pipeline.decision.calibration import fit_and_report, resplit_study, significant_temperatures
 
 
 def _questions(temperature: float, n: int = 300, seed: int = 0, task: str = "choice"):

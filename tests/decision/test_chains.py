@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from stages.common.errors import PipelineError
-from stages.decision.chains import (DEFAULT_LOOKUP_PATTERNS, detect_loop, drop_counts, ensure_nonempty,
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.decision.chains import (DEFAULT_LOOKUP_PATTERNS, detect_loop, drop_counts, ensure_nonempty,
                                     find_lookup, judge_chain, select_per_question, selection_metrics,
                                     strip_quirks)
 

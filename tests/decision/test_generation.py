@@ -1,9 +1,9 @@
 """Chain generation resumes after a kill and ends with the same file as an uninterrupted run."""
 import time
 
-from stages.common.io import JsonlAppender, read_jsonl
-from stages.decision.generation import generate_chains, solver_record
-from stages.lm.backends import SamplingSettings, make_backend
+from decision_pipeline.common.io import JsonlAppender, read_jsonl
+from decision_pipeline.decision.generation import generate_chains, solver_record
+from decision_pipeline.lm.backends import SamplingSettings, make_backend
 
 
 def _run(path, tiny, questions, deadline=None):
@@ -35,8 +35,8 @@ def test_deadline_stops_at_a_chunk_boundary_without_partial_lines(tmp_path, tiny
 
 
 def test_solver_teacher_chain_parses_to_gold(tiny, questions):
-    from stages.decision.parsing import parse_answer
-    from stages.decision.questions import gold_index
+    from decision_pipeline.decision.parsing import parse_answer
+    from decision_pipeline.decision.questions import gold_index
     _, tok = tiny
     for q in questions[:20]:
         rec = solver_record(q, tok)

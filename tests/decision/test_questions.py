@@ -3,11 +3,11 @@ import random
 
 import pytest
 
-from stages.common.errors import PipelineError
-from stages.decision import families
-from stages.decision.parsing import parse_answer
-from stages.decision.pool import assign_splits, build_questions, duplicate_report
-from stages.decision.questions import (from_row, gold_index, load_external_questions, normalised_key, to_row,
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.decision import families
+from decision_pipeline.decision.parsing import parse_answer
+from decision_pipeline.decision.item_splits import assign_splits, build_questions, duplicate_report
+from decision_pipeline.decision.questions import (from_row, gold_index, load_external_questions, normalised_key, to_row,
                                        user_message, validate_question)
 
 

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from stages.decision.sft import (MAX_LABELS, JointCollator, build_joint_examples, joint_losses, readout_example,
+from decision_pipeline.decision.sft_data import (MAX_LABELS, JointCollator, build_joint_examples, joint_losses, readout_example,
                                  readout_target)
-from stages.decision.sft_train import SFTSettings, lr_rule, train_joint
-from stages.lm.model import load_model
+from decision_pipeline.decision.sft_trainer import SFTSettings, lr_rule, train_joint
+from decision_pipeline.lm.model import load_model
 
 
 def test_readout_target_mixes_gold_and_votes():
@@ -72,7 +72,7 @@ def test_training_is_deterministic_on_cpu(tiny_dir, tiny, questions, tmp_path):
 
 
 def test_long_chains_train_one_per_forward_pass():
-    from stages.decision.sft import LengthAwareBatchSampler
+    from decision_pipeline.decision.sft_data import LengthAwareBatchSampler
     lengths = [10, 50, 12, 9000, 11, 20000, 8, 13, 14]
     sampler = LengthAwareBatchSampler(lengths, batch_size=3, long_tokens=8192, seed=1)
     first, second = list(sampler), list(sampler)

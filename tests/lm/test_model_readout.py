@@ -2,11 +2,11 @@ import numpy as np
 import pytest
 import torch
 
-from stages.common.errors import PipelineError
-from stages.decision.prompts import chain_until_close, label_ids, post_chain_prefix, readout_prefix, thinking_prefix
-from stages.lm.backends import SamplingSettings, make_backend
-from stages.lm.model import TinyModelSpec, build_tiny_model, load_model
-from stages.lm.readout import continuation_nll, label_logits, next_token_logits
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.decision.prompts import chain_until_close, label_ids, post_chain_prefix, readout_prefix, thinking_prefix
+from decision_pipeline.lm.backends import SamplingSettings, make_backend
+from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model, load_model
+from decision_pipeline.lm.readout import continuation_nll, label_logits, next_token_logits
 
 
 def test_factory_is_seeded_and_sized(tiny):

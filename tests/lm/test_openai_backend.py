@@ -1,4 +1,4 @@
-"""The `openai` backend against the real `stages.lm.serve` server (tiny model) and small stub servers.
+"""The `openai` backend against the real `decision_pipeline.lm.serve` server (tiny model) and small stub servers.
 
 Stubs are stdlib HTTP servers on 127.0.0.1 that fail on purpose (503 then
 proxy, 4xx, slow answers, missing token_ids) so retries, timeouts and errors
@@ -20,13 +20,13 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from stages.common.errors import PipelineError
-from stages.lm import serve
-from stages.lm.backends import SamplingSettings, make_backend
-from stages.lm.backends.hf import HFBackend
-from stages.lm.backends.openai import OpenAIBackend
-from stages.lm.model import TinyModelSpec, build_tiny_model, load_model
-from stages.lm.tokenizer import load_tokenizer, train_bpe, wrap_fast
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.lm import serve
+from decision_pipeline.lm.backends import SamplingSettings, make_backend
+from decision_pipeline.lm.backends.hf import HFBackend
+from decision_pipeline.lm.backends.openai import OpenAIBackend
+from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model, load_model
+from decision_pipeline.lm.bpe import load_tokenizer, train_bpe, wrap_fast
 
 WORDS = "the cat dog sat ran on a mat log red blue big small and then it was".split()
 

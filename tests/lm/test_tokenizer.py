@@ -1,8 +1,8 @@
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from stages.common.errors import PipelineError
-from stages.lm.tokenizer import load_tokenizer, render_chat, train_bpe
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.lm.bpe import load_tokenizer, render_chat, train_bpe
 from stages.tokenizer import question_chats
 
 TEXTS = ["héllo wörld  café\n\n\tx  123456 don't stop", "<|im_start|>user\nIs it?<|im_end|>\n<think>\nok</think>\nAnswer: B"]

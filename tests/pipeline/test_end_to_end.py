@@ -19,7 +19,7 @@ import boto3
 import pytest
 import yaml
 
-from stages.common import local_s3
+from decision_pipeline.common import local_s3
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from stages.base_model import BaseModelParams
-from stages.common.params import BaseParams, load_section
+from decision_pipeline.common.params import BaseParams, load_section
 from stages.curate import CurateParams
 from stages.evaluate import EvaluateParams
 from stages.ingest import IngestParams

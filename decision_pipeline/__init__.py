@@ -1,0 +1,1 @@
+"""The decision-model pipeline library: everything the `stages/` entry points call."""

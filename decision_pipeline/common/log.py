@@ -1,0 +1,67 @@
+"""Stage logging: progress bars and the one summary line each stage prints.
+
+Why: a person running `dvc repro` should see that long loops move and, at the
+end of each stage, its key numbers on one line.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from typing import Any, Callable, Iterable, TypeVar
+
+from tqdm.auto import tqdm
+
+from decision_pipeline.common.errors import PipelineError
+
+T = TypeVar("T")
+
+
+def bars_enabled() -> bool:
+    """Bars on a terminal only: in a log file (CI, `dvc repro > log`) they are carriage-return noise.
+
+    PIPELINE_QUIET=1 (the tests) turns them off, PIPELINE_PROGRESS=1 forces them on.
+    """
+    if os.environ.get("PIPELINE_QUIET") == "1":
+        return False
+    isatty = getattr(sys.stderr, "isatty", None)  # stderr can be None or a bare writer
+    return os.environ.get("PIPELINE_PROGRESS") == "1" or bool(isatty and isatty())
+
+
+def progress(iterable: Iterable[T], desc: str, total: int | None = None, unit: str = "it") -> Iterable[T]:
+    """A tqdm bar on stderr when `bars_enabled()`; otherwise the plain iterable's items."""
+    return tqdm(iterable, desc=desc, total=total, unit=unit, leave=False, dynamic_ncols=True,
+                disable=not bars_enabled(), file=sys.stderr)
+
+
+def info(stage: str, message: str) -> None:
+    print(f"[{stage}] {message}", file=sys.stderr, flush=True)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def summary(stage: str, started: float, **numbers: Any) -> None:
+    """Print the stage's one summary line: `[stage] done in 12.3s: key=value ...`."""
+    parts = " ".join(f"{k}={_fmt(v)}" for k, v in numbers.items())
+    print(f"[{stage}] done in {time.time() - started:.1f}s: {parts}", flush=True)
+
+
+def stage_main(func: Callable[[list[str] | None], Any]) -> Callable[[list[str] | None], int]:
+    """Wrap a stage's main(): a PipelineError becomes one stderr line and exit code 2."""
+    @functools.wraps(func)
+    def wrapper(argv: list[str] | None = None) -> int:
+        if not bars_enabled() and "transformers" in sys.modules:
+            from transformers.utils import logging as hf_logging
+            hf_logging.disable_progress_bar()  # its weight-loading bar, same rule as ours
+        try:
+            func(argv)
+        except PipelineError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    return wrapper

@@ -1,0 +1,187 @@
+"""Typed params: each `params.yaml` section loads into a dataclass.
+
+Why: `dvc exp run -S key=value` rewrites params by hand-typed keys; a typo must
+fail at once (naming key, file and what was expected) instead of being ignored.
+Range and choice rules live in `field(metadata=...)` beside the field they guard:
+``min``, ``max`` (inclusive) and ``choices``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from decision_pipeline.common.errors import PipelineError
+
+T = TypeVar("T")
+PARAMS_FILE = "params.yaml"
+
+
+def rule(*, min: float | None = None, max: float | None = None,
+         choices: tuple | None = None, default: Any = dataclasses.MISSING,
+         default_factory: Any = dataclasses.MISSING, doc: str = "") -> Any:
+    """A dataclass field with validation metadata (and an optional default)."""
+    meta = {"min": min, "max": max, "choices": choices, "doc": doc}
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def read_params_file(path: str | Path = PARAMS_FILE) -> dict:
+    """Read the whole params file; a missing or malformed file is a PipelineError."""
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"{path}: params file not found; run from the repository root or pass --params")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise PipelineError(f"{path}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or type(exc).__name__
+        raise PipelineError(f"{path}{where}: not valid YAML ({' '.join(str(problem).split())})") from None
+    if not isinstance(data, dict):
+        raise PipelineError(f"{path}: expected a mapping of sections at the top level")
+    return data
+
+
+def load_section(cls: type[T], section: str, path: str | Path = PARAMS_FILE,
+                 data: dict | None = None) -> T:
+    """Load `section` of the params file into dataclass `cls`, validating every key."""
+    data = read_params_file(path) if data is None else data
+    if section not in data:
+        raise PipelineError(f"{path}: section '{section}' is missing; add it (see params.yaml on main)")
+    return from_dict(cls, data[section], f"{path}: {section}")
+
+
+def from_dict(cls: type[T], raw: Any, where: str) -> T:
+    """Build dataclass `cls` from a mapping; `where` prefixes error messages."""
+    if not isinstance(raw, dict):
+        raise PipelineError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise PipelineError(f"{where}.{unknown[0]}: unknown key; known keys are {', '.join(sorted(fields))}")
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for name, f in fields.items():
+        key = f"{where}.{name}"
+        if name not in raw:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise PipelineError(f"{key}: missing key; expected {_type_name(hints[name])}")
+            continue
+        value = _coerce(raw[name], hints[name], key)
+        _check_rules(value, f.metadata, key)
+        values[name] = value
+    return cls(**values)
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is not None:
+        return str(tp).replace("typing.", "")
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check `value` against type hint `tp`; ints widen to float, nothing else is converted."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, arg, key)
+            except PipelineError as exc:
+                errors.append(str(exc))
+        raise PipelineError(f"{key}: expected {_type_name(tp)}, got {value!r}")
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, key)
+    if origin is list:
+        if not isinstance(value, list):
+            raise PipelineError(f"{key}: expected a list, got {value!r}")
+        return [_coerce(v, args[0], f"{key}[{i}]") for i, v in enumerate(value)] if args else value
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise PipelineError(f"{key}: expected a mapping, got {value!r}")
+        if not args:
+            return value
+        return {_coerce(k, args[0], key): _coerce(v, args[1], f"{key}.{k}") for k, v in value.items()}
+    if tp is Any:
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise PipelineError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PipelineError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise PipelineError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise PipelineError(f"{key}: expected a string, got {value!r}")
+        return value
+    raise TypeError(f"unsupported params type {tp!r} at {key}")
+
+
+def _check_rules(value: Any, meta: typing.Mapping, key: str) -> None:
+    if value is None:
+        return
+    choices = meta.get("choices")
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if choices is not None and item not in choices:
+            raise PipelineError(f"{key}: {item!r} is not one of {', '.join(map(str, choices))}")
+        if isinstance(item, float) and item != item:
+            raise PipelineError(f"{key}: expected a number, got NaN")
+        lo, hi = meta.get("min"), meta.get("max")
+        if lo is not None and isinstance(item, (int, float)) and item < lo:
+            raise PipelineError(f"{key}: expected a value >= {lo}, got {item!r}")
+        if hi is not None and isinstance(item, (int, float)) and item > hi:
+            raise PipelineError(f"{key}: expected a value <= {hi}, got {item!r}")
+
+
+@dataclasses.dataclass
+class BaseParams:
+    """Shared keys every stage may read (stages track only the dotted keys they use)."""
+    seed: int = rule(min=0)
+    profile: str = rule(choices=("default", "gpu", "micro"), default="default")
+
+
+def load_base(path: str | Path = PARAMS_FILE) -> BaseParams:
+    return load_section(BaseParams, "base", path)
+
+
+def describe(cls: type, section: str) -> str:
+    """The params section's fields with types, rules and help text (TRL-style: the docs are data)."""
+    hints = typing.get_type_hints(cls)
+    lines = [f"params.yaml section '{section}' ({cls.__name__}):"]
+    for f in dataclasses.fields(cls):
+        meta = f.metadata
+        rules = [f"{k} {meta[k]}" for k in ("min", "max") if meta.get(k) is not None]
+        if meta.get("choices"):
+            rules.append("one of " + "|".join(map(str, meta["choices"])))
+        extra = f" [{', '.join(rules)}]" if rules else ""
+        lines.append(f"  {section}.{f.name}: {_type_name(hints[f.name])}{extra}")
+        if meta.get("doc"):
+            lines.append(f"      {meta['doc']}")
+    return "\n".join(lines)
+
+
+def stage_parser(doc: str | None, *configs: tuple[type, str]) -> "argparse.ArgumentParser":
+    """An argument parser whose --help also lists each params section the stage reads."""
+    import argparse
+
+    epilog = "\n\n".join(describe(cls, section) for cls, section in configs)
+    return argparse.ArgumentParser(description=doc, epilog=epilog,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -1,0 +1,202 @@
+"""Synthetic multi-register document pool, held-out dev target, and external-pool loading.
+
+The generator stands in for a web crawl: four target registers with distinct length
+profiles and vocabularies (news, encyclopedic, qa, forum), optional caller-supplied
+registers (e.g. ``reasoning``), and web-like noise that the hygiene filters and MinHash
+must remove. All randomness flows from an explicit ``np.random.Generator`` so a seed
+reproduces the pool byte for byte. ``meta_*`` fields are generator-only ground truth for
+tests and reports; selection code never reads them.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import iter_jsonl
+from decision_pipeline.curation import _lexicon as lx
+from decision_pipeline.curation._grammar import CLEAN_GENERATORS, REGISTERS, Draw, near_dup_text, noise_text
+
+NOISE_KINDS: tuple[str, ...] = ("boilerplate", "repeated", "near_dup", "junk", "short")
+_NOISE_WEIGHTS = np.array([0.2, 0.2, 0.25, 0.15, 0.2])
+# P(safety_score = 0..5); 0 = benign, 5 = most unsafe. Forum/noise skew higher.
+_SAFETY: dict[str, list[float]] = {
+    "news": [0.45, 0.3, 0.15, 0.07, 0.02, 0.01],
+    "encyclopedic": [0.7, 0.2, 0.07, 0.02, 0.01, 0.0],
+    "qa": [0.6, 0.25, 0.1, 0.03, 0.02, 0.0],
+    "forum": [0.25, 0.25, 0.2, 0.15, 0.1, 0.05],
+    "noise": [0.2, 0.2, 0.2, 0.15, 0.15, 0.1],
+    "extra": [0.5, 0.3, 0.1, 0.05, 0.03, 0.02],
+}
+ExtraRegisters = Mapping[str, Callable[[np.random.Generator], str]]
+
+
+def _safety(group: str, d: Draw) -> int:
+    cum = np.cumsum(_SAFETY.get(group, _SAFETY["extra"]))
+    return int(min(np.searchsorted(cum, d.unif() * cum[-1], side="right"), 5))
+
+
+def _clean_text(register: str, d: Draw, rng: np.random.Generator, extra: ExtraRegisters) -> str:
+    if register in CLEAN_GENERATORS:
+        return CLEAN_GENERATORS[register](d)
+    text = extra[register](rng)
+    if not isinstance(text, str) or not text.strip():
+        raise PipelineError(f"extra register '{register}': generator returned {type(text).__name__} "
+                            "or empty text; make it return a non-empty str")
+    return text
+
+
+def _registers(extra: ExtraRegisters | None) -> list[str]:
+    extra = extra or {}
+    clash = sorted(set(extra) & set(REGISTERS))
+    if clash:
+        raise PipelineError(f"extra_registers: '{clash[0]}' is a built-in register; rename it")
+    return list(REGISTERS) + list(extra)
+
+
+def generate_pool(n_docs: int, noise_fraction: float, rng: np.random.Generator,
+                  extra_registers: ExtraRegisters | None = None,
+                  register_weights: Mapping[str, float] | None = None) -> list[dict]:
+    """Generate ``n_docs`` pool documents; a ``noise_fraction`` share are noise kinds.
+
+    Clean documents draw their register from ``register_weights`` (default uniform over
+    built-in + extra registers). Near-duplicates always copy an EARLIER clean document
+    (``meta_dup_of``), so first-in-pool-order dedup keeps the original.
+    """
+    if n_docs <= 0 or not 0.0 <= noise_fraction < 1.0:
+        raise PipelineError(f"generate_pool: need n_docs > 0 and 0 <= noise_fraction < 1, "
+                            f"got {n_docs}, {noise_fraction}")
+    extra = dict(extra_registers or {})
+    regs = _registers(extra)
+    w = np.array([float((register_weights or {}).get(r, 1.0)) for r in regs])
+    if (w < 0).any() or w.sum() <= 0:
+        raise PipelineError("register_weights: weights must be >= 0 with a positive sum")
+    cum_w = np.cumsum(w / w.sum())
+    cum_noise = np.cumsum(_NOISE_WEIGHTS / _NOISE_WEIGHTS.sum())
+    dup_vocab = lx.NEWS["N"] + lx.ENCYCLOPEDIC["N"] + lx.QA["N"] + lx.FORUM["N"]
+    docs: list[dict] = []
+    clean_idx: list[int] = []
+    for i in range(n_docs):
+        d = Draw(rng)
+        kind = "clean"
+        if d.unif() < noise_fraction:
+            kind = NOISE_KINDS[int(np.searchsorted(cum_noise, d.unif(), side="right"))]
+            if kind == "near_dup" and not clean_idx:
+                kind = "clean"
+        doc: dict = {"id": f"pool-{i:06d}"}
+        if kind == "clean":
+            reg = regs[min(int(np.searchsorted(cum_w, d.unif(), side="right")), len(regs) - 1)]
+            doc["text"] = _clean_text(reg, d, rng, extra)
+            clean_idx.append(i)
+        elif kind == "near_dup":
+            src = docs[clean_idx[int(len(clean_idx) * d.unif())]]
+            reg = src["meta_register"]
+            doc["text"] = near_dup_text(src["text"], d, dup_vocab)
+            doc["meta_dup_of"] = src["id"]
+        else:
+            reg = "noise"
+            doc["text"] = noise_text(kind, d)
+        group = reg if reg in _SAFETY else "extra"
+        doc.update(safety_score=_safety(group, d), meta_register=reg, meta_kind=kind)
+        docs.append(doc)
+    return docs
+
+
+def generate_dev(n_per_register: int | Mapping[str, int], registers: Iterable[str],
+                 rng: np.random.Generator, extra_registers: ExtraRegisters | None = None,
+                 avoid_texts: Iterable[str] = ()) -> list[dict]:
+    """Held-out dev target docs ``{id, text, register}`` grouped by register.
+
+    Ids are ``dev-<register>-NNNNN`` (never pool ids) and any text equal to one in
+    ``avoid_texts`` (pass the pool's texts) or already in the dev set is redrawn, so dev
+    and pool are disjoint by construction. Use a different generator than the pool's.
+    """
+    extra = dict(extra_registers or {})
+    known = _registers(extra)
+    seen = set(avoid_texts)
+    out: list[dict] = []
+    for reg in registers:
+        if reg not in known:
+            raise PipelineError(f"dev register '{reg}' is unknown; known: {', '.join(known)} "
+                                "(extra ones need an extra_registers generator)")
+        n = n_per_register if isinstance(n_per_register, int) else int(n_per_register.get(reg, 0))
+        for j in range(n):
+            for _attempt in range(100):
+                text = _clean_text(reg, Draw(rng), rng, extra)
+                if text not in seen:
+                    break
+            else:
+                raise PipelineError(f"dev register '{reg}': generator keeps repeating pool/dev "
+                                    "texts; make it produce more varied documents")
+            seen.add(text)
+            out.append({"id": f"dev-{reg}-{j:05d}", "text": text, "register": reg})
+    return out
+
+
+def validate_pool(docs: list[dict], source: str = "pool") -> list[dict]:
+    """Reject an empty pool, missing/non-string ids or texts, and duplicate ids."""
+    if not docs:
+        raise PipelineError(f"{source}: the pool is empty; point it at a non-empty source or raise n_docs")
+    seen: set[str] = set()
+    for i, doc in enumerate(docs):
+        doc_id = doc.get("id") if isinstance(doc, Mapping) else None
+        if not isinstance(doc_id, str) or not doc_id:
+            raise PipelineError(f"{source}: document #{i} has no string 'id'; give every document a unique id")
+        if not isinstance(doc.get("text"), str):
+            raise PipelineError(f"{source}: document '{doc_id}' has {type(doc.get('text')).__name__} "
+                                "text; every 'text' must be a string")
+        if doc_id in seen:
+            raise PipelineError(f"{source}: duplicate id '{doc_id}'; ids must be unique")
+        seen.add(doc_id)
+    return docs
+
+
+def _read_jsonl(f: Path) -> list[dict]:
+    rows = []
+    for ln, row in iter_jsonl(f):
+        if "id" not in row or "text" not in row:
+            raise PipelineError(f"{f}:{ln}: expected an object with 'id' and 'text'; fix that line")
+        rows.append(row)
+    return rows
+
+
+def _read_parquet(f: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(f)
+    except Exception as e:  # pyarrow raises several types for corrupt files
+        raise PipelineError(f"{f}: unreadable Parquet ({type(e).__name__}); re-export the shard") from None
+    missing = [c for c in ("id", "text") if c not in table.column_names]
+    if missing:
+        raise PipelineError(f"{f}: Parquet shard lacks column '{missing[0]}'; add 'id' and 'text' columns")
+    return table.to_pylist()
+
+
+def load_external_pool(path: str | Path) -> list[dict]:
+    """Load a pool from a JSONL/Parquet file or a directory of ``*.jsonl``/``*.parquet`` shards.
+
+    Shards are read in sorted file-name order so the pool order (which decides which
+    near-duplicate survives) is reproducible. Integer ids are converted to strings.
+    """
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.suffix in (".jsonl", ".parquet"))
+        if not files:
+            raise PipelineError(f"{p}: no *.jsonl or *.parquet shards in this directory; add shards or fix the path")
+    elif p.is_file():
+        if p.suffix not in (".jsonl", ".parquet"):
+            raise PipelineError(f"{p}: unsupported pool file type; use .jsonl or .parquet")
+        files = [p]
+    else:
+        raise PipelineError(f"{p}: external pool path does not exist; fix the path in params")
+    docs: list[dict] = []
+    for f in files:
+        rows = _read_jsonl(f) if f.suffix == ".jsonl" else _read_parquet(f)
+        for r in rows:
+            if isinstance(r.get("id"), int) and not isinstance(r["id"], bool):
+                r["id"] = str(r["id"])
+        docs.extend(rows)
+    return validate_pool(docs, source=str(p))

@@ -1,0 +1,158 @@
+"""Hygiene filters: small pure ``text -> (keep, reason)`` checks built from params.
+
+Web pools carry cookie banners, pages of repeated lines, symbol/number junk and
+near-empty pages; they waste token budget and skew register scores, so they go before
+scoring. Each filter is a factory in ``FILTERS`` configured from params, e.g.::
+
+    {"min_words": {"min": 50}, "alpha_ratio": {"min": 0.7},
+     "repeated_lines": {"max_dup_line_frac": 0.3}, "boilerplate": {"patterns": [...]}}
+
+Filters run in config order and the FIRST failing filter wins: a document is counted
+once, under that filter's name, so drop counts sum to the number of dropped documents
+and depend on the order given in params.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from decision_pipeline.common.errors import PipelineError
+
+Check = Callable[[str], tuple[bool, str]]
+_SPACE = re.compile(r"\s+")
+_NON_ALPHA = re.compile(r"[\W\d_]+")  # removes everything except (unicode) letters
+
+DEFAULT_BOILERPLATE = (
+    r"we use cookies", r"accept (all )?cookies", r"privacy policy", r"all rights reserved",
+    r"terms of (use|service)", r"subscribe to our newsletter", r"javascript is disabled",
+    r"share on (facebook|twitter)", r"home \| about",
+)
+
+
+@dataclass(frozen=True)
+class NamedFilter:
+    """A configured filter: ``check(text)`` returns ``(keep, reason)``; reason is its name on drop."""
+
+    name: str
+    check: Check
+
+    def __call__(self, text: str) -> tuple[bool, str]:
+        return self.check(text)
+
+
+def _num(name: str, key: str, v: object, lo: float, hi: float | None = None) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < lo or (hi is not None and v > hi):
+        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise PipelineError(f"filters.{name}.{key}: got {v!r}; must be a number in {rng}")
+    return float(v)
+
+
+def min_words(min: int = 50) -> Check:  # noqa: A002 - param name mirrors the params key
+    """Drop pages shorter than ``min`` whitespace words (stubs, error pages)."""
+    lo = _num("min_words", "min", min, 0)
+    return lambda text: (True, "") if len(text.split()) >= lo else (False, "min_words")
+
+
+def max_words(max: int = 100_000) -> Check:  # noqa: A002
+    """Drop pathologically long pages (dumps, logs) that would eat the budget alone."""
+    hi = _num("max_words", "max", max, 1)
+    return lambda text: (True, "") if len(text.split()) <= hi else (False, "max_words")
+
+
+def alpha_ratio(min: float = 0.7) -> Check:  # noqa: A002
+    """Drop symbol/number junk: share of alphabetic chars among non-space chars below ``min``."""
+    lo = _num("alpha_ratio", "min", min, 0.0, 1.0)
+
+    def check(text: str) -> tuple[bool, str]:
+        chars = len(_SPACE.sub("", text))
+        if chars == 0:
+            return False, "alpha_ratio"
+        alpha = len(_NON_ALPHA.sub("", text))
+        return (True, "") if alpha / chars >= lo else (False, "alpha_ratio")
+
+    return check
+
+
+def repeated_lines(max_dup_line_frac: float = 0.3) -> Check:
+    """Drop pages whose non-empty lines are mostly repeats of earlier lines (spam, nav dumps)."""
+    hi = _num("repeated_lines", "max_dup_line_frac", max_dup_line_frac, 0.0, 1.0)
+
+    def check(text: str) -> tuple[bool, str]:
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        if len(lines) < 2:
+            return True, ""
+        dup = len(lines) - len(set(lines))
+        return (True, "") if dup / len(lines) <= hi else (False, "repeated_lines")
+
+    return check
+
+
+def boilerplate(patterns: Sequence[str] = DEFAULT_BOILERPLATE, max_hits: int = 0) -> Check:
+    """Drop pages matching more than ``max_hits`` distinct boilerplate regexes (case-insensitive)."""
+    if isinstance(patterns, str) or not all(isinstance(p, str) for p in patterns):
+        raise PipelineError("filters.boilerplate.patterns: must be a list of regex strings")
+    compiled = []
+    for p in patterns:
+        try:
+            compiled.append(re.compile(p, re.IGNORECASE))
+        except re.error as e:
+            raise PipelineError(f"filters.boilerplate.patterns: bad regex {p!r} ({e}); fix it") from None
+    limit = _num("boilerplate", "max_hits", max_hits, 0)
+
+    def check(text: str) -> tuple[bool, str]:
+        hits = sum(1 for c in compiled if c.search(text))
+        return (True, "") if hits <= limit else (False, "boilerplate")
+
+    return check
+
+
+FILTERS: dict[str, Callable[..., Check]] = {
+    "min_words": min_words,
+    "max_words": max_words,
+    "alpha_ratio": alpha_ratio,
+    "repeated_lines": repeated_lines,
+    "boilerplate": boilerplate,
+}
+
+
+def build_filters(config: Mapping[str, Mapping | None]) -> list[NamedFilter]:
+    """Instantiate filters from ``{name: {param: value}}`` in config order."""
+    if not isinstance(config, Mapping):
+        raise PipelineError("filters: expected a mapping of filter name -> params")
+    out = []
+    for name, params in config.items():
+        if name not in FILTERS:
+            raise PipelineError(f"filters: unknown filter '{name}'; known filters: {', '.join(FILTERS)}")
+        if params is not None and not isinstance(params, Mapping):
+            raise PipelineError(f"filters.{name}: params must be a mapping, got {type(params).__name__}")
+        try:
+            check = FILTERS[name](**dict(params or {}))
+        except TypeError as e:
+            raise PipelineError(f"filters.{name}: bad parameter ({e}); see decision_pipeline/curation/filters.py") from None
+        out.append(NamedFilter(name, check))
+    return out
+
+
+def apply_filters(docs: Sequence[Mapping], filters: Sequence[NamedFilter]) -> tuple[list[dict], dict[str, int]]:
+    """Keep docs passing every filter; ``drop_counts`` counts each drop under the first failing filter."""
+    counts = {f.name: 0 for f in filters}
+    kept = []
+    for doc in docs:
+        text = doc.get("text")
+        if not isinstance(text, str):
+            raise PipelineError(f"filters: document '{doc.get('id')}' has non-string text; fix the pool")
+        for f in filters:
+            ok, reason = f.check(text)
+            if not ok:
+                counts[reason or f.name] = counts.get(reason or f.name, 0) + 1
+                break
+        else:
+            kept.append(dict(doc))
+    return kept, counts
+
+
+def drop_unsafe(docs: Sequence[Mapping], max_score: int) -> tuple[list[dict], int]:
+    """Drop docs whose ``safety_score`` (0 benign .. 5 unsafe) exceeds ``max_score``; missing = 0."""
+    kept = [dict(d) for d in docs if int(d.get("safety_score") or 0) <= max_score]
+    return kept, len(docs) - len(kept)

@@ -1,0 +1,70 @@
+"""Evaluate a model on questions: fast readout, thinking, post-chain readout.
+
+Per-item records are plain dicts (kept in a table for later stages); the
+summary functions turn them into the metrics review relies on.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from decision_pipeline.common import stats
+from decision_pipeline.decision.parsing import parse_answer
+from decision_pipeline.decision.prompts import (chain_until_close, label_ids, post_chain_prefix, readout_prefix,
+                                     thinking_prefix)
+from decision_pipeline.decision.questions import gold_index
+from decision_pipeline.lm.backends import Backend, SamplingSettings
+from decision_pipeline.lm.readout import label_logits
+
+
+def readout(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questions: Sequence[dict],
+            batch_size: int = 32) -> list[np.ndarray]:
+    """Option-label logits after `Answer:` for each question (ragged)."""
+    prefixes = [readout_prefix(tok, q) for q in questions]
+    labels = [label_ids(tok, len(q["options"])) for q in questions]
+    return label_logits(model, prefixes, labels, tok.pad_token_id, batch_size, desc="readout")
+
+
+def thinking(backend: Backend, model: PreTrainedModel, tok: PreTrainedTokenizerBase,
+             questions: Sequence[dict], settings: SamplingSettings, batch_size: int = 32) -> list[dict]:
+    """One sampled chain per question; parsed answer and the post-chain readout logits."""
+    prefixes = [thinking_prefix(tok, q) for q in questions]
+    completions = backend.generate(prefixes, settings)
+    records, post_prefixes, post_labels, post_rows = [], [], [], []
+    for c in completions:
+        q = questions[c.prompt_index]
+        closed = chain_until_close(tok, c.token_ids)
+        records.append({"chain_tokens": len(c.token_ids), "finish_reason": c.finish_reason,
+                        "thinking_pred": parse_answer(c.text, len(q["options"])),
+                        "closed": closed is not None, "text": c.text, "post_logits": None})
+        if closed is not None:
+            post_rows.append(len(records) - 1)
+            post_prefixes.append(post_chain_prefix(tok, prefixes[c.prompt_index], closed))
+            post_labels.append(label_ids(tok, len(q["options"])))
+    if post_prefixes:
+        logits = label_logits(model, post_prefixes, post_labels, tok.pad_token_id, batch_size, desc="post-chain")
+        for row, lg in zip(post_rows, logits):
+            records[row]["post_logits"] = lg
+    return records
+
+
+def readout_summary(logits: Sequence[np.ndarray], questions: Sequence[dict], temps: dict | None = None,
+                    n_bins: int = 10) -> dict:
+    """Accuracy, NLL, Brier, ECE of the readout (optionally with per-task temperatures)."""
+    temps = temps or {}
+    probs = [stats.softmax_with_temperature(lg, temps.get(q["task"], 1.0)) for lg, q in zip(logits, questions)]
+    gold = np.array([gold_index(q) for q in questions])
+    pred = np.array([int(np.argmax(p)) for p in probs])
+    conf = np.array([float(np.max(p)) for p in probs])
+    return {"accuracy": round(stats.accuracy(pred, gold), 6), "nll": round(stats.nll(probs, gold), 6),
+            "brier": round(stats.brier(probs, gold), 6),
+            "ece": round(stats.ece(conf, pred == gold, n_bins), 6), "n": len(questions)}
+
+
+def answer_both_ways(model: PreTrainedModel, tok: PreTrainedTokenizerBase, backend: Backend,
+                     questions: Sequence[dict], settings: SamplingSettings,
+                     batch_size: int = 32) -> tuple[list[np.ndarray], list[dict]]:
+    """Readout logits and one thinking record (with post-chain logits) per question."""
+    return readout(model, tok, questions, batch_size), thinking(backend, model, tok, questions, settings, batch_size)

@@ -1,0 +1,131 @@
+"""One question schema for all three S1MB task types, plus prompt rendering.
+
+A question has ordered options (authored order matters for ties and the
+fixed-position baseline), each shown to the model under a letter label; the
+gold is an option id and the target a distribution over option ids (hard or
+soft). External JSONL/Parquet question files load into the same schema.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pyarrow as pa
+
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import iter_jsonl, read_table
+
+TASKS = ("choice", "noul", "score")
+LABELS = "ABCDEFGH"
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+ANSWER_PREFIX = "Answer:"
+
+QUESTION_SCHEMA = pa.schema([
+    ("id", pa.string()), ("family", pa.string()), ("level", pa.int64()), ("task", pa.string()),
+    ("question", pa.string()), ("options_json", pa.string()), ("gold", pa.string()),
+    ("target_json", pa.string()), ("trace", pa.string()), ("split", pa.string()),
+])
+
+
+def validate_question(q: dict, where: str) -> dict:
+    """Check one question dict; `where` (file:line or id) prefixes the error."""
+    for key in ("id", "task", "question", "options", "gold"):
+        if key not in q or q[key] in (None, ""):
+            raise PipelineError(f"{where}: question is missing '{key}'")
+    qid, task, options = q["id"], q["task"], q["options"]
+    if task not in TASKS:
+        raise PipelineError(f"{where}: question {qid!r} task {task!r} is not one of {', '.join(TASKS)}")
+    if not isinstance(options, list) or not 2 <= len(options) <= len(LABELS):
+        raise PipelineError(f"{where}: question {qid!r} needs 2..{len(LABELS)} options")
+    ids = [str(o.get("id", "")) for o in options]
+    if len(set(ids)) != len(ids) or "" in ids:
+        raise PipelineError(f"{where}: question {qid!r} option ids must be unique and non-empty")
+    if task == "noul" and set(ids) != {"false", "true"}:
+        raise PipelineError(f"{where}: noul question {qid!r} needs option ids exactly 'false' and 'true'")
+    if task == "score":
+        values = [o.get("value") for o in options]
+        if any(not isinstance(v, (int, float)) for v in values) or len(set(values)) < 2:
+            raise PipelineError(f"{where}: score question {qid!r} needs numeric option values, not all equal")
+    if q["gold"] not in ids:
+        raise PipelineError(f"{where}: question {qid!r} gold {q['gold']!r} is not one of its option ids {ids}")
+    target = q.get("target") or {q["gold"]: 1.0}
+    if set(target) != set(ids) and not (len(target) == 1 and q["gold"] in target):
+        raise PipelineError(f"{where}: question {qid!r} target keys {sorted(target)} differ from option ids")
+    target = {i: float(target.get(i, 0.0)) for i in ids}
+    if any(not (0.0 <= p <= 1.0) or math.isnan(p) for p in target.values()) or abs(sum(target.values()) - 1) > 1e-5:
+        raise PipelineError(f"{where}: question {qid!r} target must be probabilities in [0,1] summing to 1")
+    return {"id": str(qid), "family": str(q.get("family", "external")), "level": int(q.get("level", 0)),
+            "task": task, "question": str(q["question"]),
+            "options": [{"id": str(o["id"]), "text": str(o.get("text", o["id"])),
+                         "value": None if o.get("value") is None else float(o["value"])} for o in options],
+            "gold": str(q["gold"]), "target": target, "trace": str(q.get("trace") or "")}
+
+
+def load_external_questions(path: str | Path) -> list[dict]:
+    """Load a JSONL or Parquet question file into the schema (errors name file and line)."""
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"{path}: external question file not found; fix items.external in params.yaml")
+    if path.suffix == ".parquet":
+        rows = read_table(path)
+        for row in rows:
+            row["options"] = json.loads(row.pop("options_json")) if "options_json" in row else row.get("options")
+            if "target_json" in row:
+                row["target"] = json.loads(row.pop("target_json"))
+        return [validate_question(r, f"{path}:row {i + 1}") for i, r in enumerate(rows)]
+    return [validate_question(row, f"{path}:{lineno}") for lineno, row in iter_jsonl(path)]
+
+
+def to_row(q: dict, split: str) -> dict:
+    """Question dict → Parquet row (nested fields as JSON strings)."""
+    return {"id": q["id"], "family": q["family"], "level": q["level"], "task": q["task"],
+            "question": q["question"], "options_json": json.dumps(q["options"]), "gold": q["gold"],
+            "target_json": json.dumps(q["target"], sort_keys=True), "trace": q["trace"], "split": split}
+
+
+def from_row(row: dict) -> dict:
+    q = dict(row)
+    q["options"] = json.loads(q.pop("options_json"))
+    q["target"] = json.loads(q.pop("target_json"))
+    return q
+
+
+def load_items(path: str | Path, split: str | None = None) -> list[dict]:
+    rows = read_table(path, QUESTION_SCHEMA)
+    return [from_row(r) for r in rows if split is None or r["split"] == split]
+
+
+def normalised_key(q: dict) -> str:
+    """Key for duplicate detection: normalised question text and the SET of option texts.
+
+    Options are sorted: the same question with its options shuffled is the same
+    question (a model trained on one has seen the other), so it must share a split.
+    """
+    norm = lambda s: " ".join(s.lower().split())  # noqa: E731
+    return norm(q["question"]) + "\x00" + "\x00".join(sorted(norm(o["text"]) for o in q["options"]))
+
+
+def gold_index(q: dict) -> int:
+    return [o["id"] for o in q["options"]].index(q["gold"])
+
+
+def user_message(q: dict) -> str:
+    """The question as the user turn: text, lettered options, the answer instruction."""
+    lines = [q["question"], ""]
+    lines += [f"{LABELS[i]}) {o['text']}" for i, o in enumerate(q["options"])]
+    lines += ["", "Reply with the letter of the answer."]
+    return "\n".join(lines)
+
+
+def assistant_answer(q: dict, label: str, chain: str | None = None) -> str:
+    """Assistant turn: an optional thinking block, then `Answer: X`."""
+    answer = f"{ANSWER_PREFIX} {label}"
+    if chain is None:
+        return answer
+    return f"{THINK_OPEN}\n{chain.strip()}\n{THINK_CLOSE}\n{answer}"
+
+
+def label_tokens(n_options: int) -> list[str]:
+    """The text of each option's label token as it follows `Answer:`."""
+    return [f" {LABELS[i]}" for i in range(n_options)]

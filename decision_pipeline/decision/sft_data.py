@@ -1,0 +1,188 @@
+"""Joint SFT of the decision model: reasoner chains + soft-target readout, one LoRA adapter.
+
+Two kinds of examples share one dataset and one forward pass per batch:
+
+- reasoner: `user → <think> chain </think> Answer: X` with LM loss on the
+  assistant turn (and `prompt_loss_weight` on the question: tiny models learn
+  content through the question text, see NOTES);
+- readout: `user → Answer:` whose loss is the cross-entropy between a soft
+  target `alpha·gold + (1−alpha)·votes` and the softmax over the option-label
+  logits at the answer position.
+
+`JointSFTTrainer` is TRL's `SFTTrainer` with that loss; both parts are logged
+separately so the loss curves show which one moves.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedTokenizerBase
+from trl import SFTTrainer
+
+from decision_pipeline.decision.prompts import chat_prefix, encode, label_ids, readout_prefix
+from decision_pipeline.decision.questions import LABELS, gold_index
+
+MAX_LABELS = len(LABELS)
+
+
+def readout_target(q: dict, votes: Sequence[int | None], alpha: float) -> list[float]:
+    """alpha·one-hot(gold) + (1−alpha)·vote share; with no parsed vote, the gold alone."""
+    n = len(q["options"])
+    gold = np.zeros(n)
+    gold[gold_index(q)] = 1.0
+    counts = Counter(v for v in votes if v is not None and 0 <= v < n)
+    if not counts:
+        return gold.tolist()
+    vote = np.array([counts.get(i, 0) for i in range(n)], dtype=float) / sum(counts.values())
+    return (alpha * gold + (1 - alpha) * vote).tolist()
+
+
+def reasoner_example(tok: PreTrainedTokenizerBase, q: dict, chain_text: str, prompt_loss_weight: float,
+                     max_length: int) -> dict | None:
+    """Token ids and per-token loss weights of one chain example (None if over max_length)."""
+    prompt = encode(tok, chat_prefix(tok, q))
+    completion = encode(tok, chain_text.rstrip() + tok.eos_token)
+    ids = prompt + completion
+    if len(ids) > max_length:
+        return None
+    weights = [prompt_loss_weight] * len(prompt) + [1.0] * len(completion)
+    return {"input_ids": ids, "loss_weights": weights, "readout_pos": -1,
+            "readout_label_ids": [-1] * MAX_LABELS, "readout_target": [0.0] * MAX_LABELS, "kind": "chain"}
+
+
+def readout_example(tok: PreTrainedTokenizerBase, q: dict, target: Sequence[float],
+                    prompt_loss_weight: float) -> dict:
+    """The readout prompt ending in `Answer:`; its loss is the soft target at the last position."""
+    ids = readout_prefix(tok, q)
+    labels = label_ids(tok, len(q["options"]))
+    pad = MAX_LABELS - len(labels)
+    return {"input_ids": ids, "loss_weights": [prompt_loss_weight] * len(ids), "readout_pos": len(ids) - 1,
+            "readout_label_ids": labels + [-1] * pad, "readout_target": list(target) + [0.0] * pad,
+            "kind": "readout"}
+
+
+def build_joint_examples(tok: PreTrainedTokenizerBase, questions: Sequence[dict], kept: Sequence[dict],
+                         votes: dict[str, list[int | None]], alpha: float, prompt_loss_weight: float,
+                         max_length: int, readout_copies: int = 1) -> tuple[list[dict], int]:
+    """Readout examples for every question (`readout_copies` each) and one per kept chain.
+
+    Returns the examples (chains first, then readouts, in question-id order) and
+    how many chains were dropped for exceeding `max_length`.
+    """
+    by_id = {q["id"]: q for q in questions}
+    examples, too_long = [], 0
+    for chain in sorted(kept, key=lambda c: c["id"]):
+        ex = reasoner_example(tok, by_id[chain["question_id"]], chain["text"], prompt_loss_weight, max_length)
+        if ex is None:
+            too_long += 1
+        else:
+            examples.append(ex)
+    for q in sorted(questions, key=lambda q: q["id"]):
+        target = readout_target(q, votes.get(q["id"], []), alpha)
+        examples += [readout_example(tok, q, target, prompt_loss_weight)] * readout_copies
+    return examples, too_long
+
+
+class JointCollator:
+    """Right-pads a batch; keeps loss weights and readout fields as tensors."""
+
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def __call__(self, features: list[dict]) -> dict[str, torch.Tensor]:
+        width = max(len(f["input_ids"]) for f in features)
+        ids = torch.full((len(features), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(features), width), dtype=torch.long)
+        weights = torch.zeros((len(features), width), dtype=torch.float32)
+        for i, f in enumerate(features):
+            n = len(f["input_ids"])
+            ids[i, :n] = torch.tensor(f["input_ids"])
+            mask[i, :n] = 1
+            weights[i, :n] = torch.tensor(f["loss_weights"], dtype=torch.float32)
+        return {"input_ids": ids, "attention_mask": mask, "loss_weights": weights,
+                "readout_pos": torch.tensor([f["readout_pos"] for f in features]),
+                "readout_label_ids": torch.tensor([f["readout_label_ids"] for f in features]),
+                "readout_target": torch.tensor([f["readout_target"] for f in features], dtype=torch.float32)}
+
+
+def joint_losses(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(weighted next-token loss, soft-target readout loss); either is 0 when the batch has none."""
+    logits = logits.float()
+    ids, weights = batch["input_ids"], batch["loss_weights"]
+    token_nll = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
+                                reduction="none").view(ids.shape[0], -1)
+    w = weights[:, 1:]
+    chain = (token_nll * w).sum() / w.sum().clamp(min=1e-8)
+    rows = torch.nonzero(batch["readout_pos"] >= 0).flatten()
+    if len(rows) == 0:
+        return chain, logits.new_zeros(())
+    pos = batch["readout_pos"][rows]
+    label_ids, target = batch["readout_label_ids"][rows], batch["readout_target"][rows]
+    last = logits[rows, pos]                                  # [r, vocab]
+    valid = label_ids >= 0
+    picked = last.gather(1, label_ids.clamp(min=0)).masked_fill(~valid, float("-inf"))
+    logp = torch.log_softmax(picked, dim=-1).masked_fill(~valid, 0.0)
+    readout = -(target * logp).sum(-1).mean()
+    return chain, readout
+
+
+class LengthAwareBatchSampler:
+    """Seeded shuffled batches in which every example longer than `long_tokens` trains alone.
+
+    Why: a 32K-token chain batched with others multiplies activation memory by
+    the batch size; one per forward pass keeps long chains trainable. The order
+    is reshuffled each epoch from (seed, epoch), so runs are reproducible.
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, long_tokens: int, seed: int):
+        self.lengths, self.batch_size, self.long_tokens, self.seed = list(lengths), batch_size, long_tokens, seed
+        self.epoch = 0
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.lengths)).tolist()
+        long = [[i] for i in order if self.lengths[i] > self.long_tokens]
+        short = [i for i in order if self.lengths[i] <= self.long_tokens]
+        grouped = [short[k:k + self.batch_size] for k in range(0, len(short), self.batch_size)] + long
+        return [grouped[i] for i in np.random.default_rng([self.seed, epoch, 1]).permutation(len(grouped))]
+
+    def __iter__(self):
+        batches = self.batches(self.epoch)
+        self.epoch += 1
+        return iter(batches)
+
+    def __len__(self) -> int:
+        n_long = sum(n > self.long_tokens for n in self.lengths)
+        return n_long + -(-(len(self.lengths) - n_long) // self.batch_size)
+
+
+class JointSFTTrainer(SFTTrainer):
+    """SFTTrainer whose loss is chain LM loss + `readout_weight` × soft-target readout loss."""
+
+    def __init__(self, *args: Any, readout_weight: float = 1.0, long_chain_tokens: int = 0, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.readout_weight = readout_weight
+        self.long_chain_tokens = long_chain_tokens
+        self.part_log: list[dict] = []
+
+    def get_train_dataloader(self):
+        """The default loader, or with `long_chain_tokens` > 0 one whose long chains train alone."""
+        if not self.long_chain_tokens:
+            return super().get_train_dataloader()
+        from torch.utils.data import DataLoader
+        sampler = LengthAwareBatchSampler([len(x) for x in self.train_dataset["input_ids"]],
+                                          self.args.per_device_train_batch_size, self.long_chain_tokens, self.args.seed)
+        return self.accelerator.prepare(DataLoader(self.train_dataset, batch_sampler=sampler,
+                                                   collate_fn=self.data_collator))
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], use_cache=False)
+        chain, readout = joint_losses(outputs.logits, inputs)
+        loss = chain + self.readout_weight * readout
+        if model.training:
+            self.part_log.append({"step": self.state.global_step + 1, "chain_loss": round(float(chain.detach()), 5),
+                                  "readout_loss": round(float(readout.detach()), 5)})
+        return (loss, outputs) if return_outputs else loss

@@ -1,0 +1,184 @@
+"""Any OpenAI-compatible `POST {base_url}/completions` endpoint (OpenAI, vLLM's server, `decision_pipeline.lm.serve`).
+
+One request per prompt (`n` samples each), `concurrency` requests in flight,
+retries with exponential backoff on connection errors, timeouts, HTTP 429 and
+5xx. Prompts go out as token-id lists; token ids come back from the vLLM
+extension `return_token_ids` (`choices[i].token_ids`), else by tokenizing the
+returned text with `tokenizer`. `token_cap` caps completion tokens (from
+`usage`) over the backend's lifetime: no request starts once the cap is
+reached, and a request that pushes the total past it raises; requests already
+in flight when that happens still finish (and are counted) but are discarded.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any, Sequence
+
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.log import progress
+from decision_pipeline.lm.backends import Completion, SamplingSettings
+
+FIX = "start the server or fix generate.teacher.base_url in params.yaml"
+
+
+class _Retryable(Exception):
+    """A failure worth another attempt (connection, timeout, 429, 5xx)."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(detail)
+        self.kind, self.detail = kind, detail
+
+
+def _reason(exc: BaseException) -> str:
+    """A short human reason: 'Connection refused', 'timed out', ..."""
+    inner = getattr(exc, "reason", exc)
+    if isinstance(inner, BaseException):
+        return getattr(inner, "strerror", None) or str(inner) or type(inner).__name__
+    return str(inner)
+
+
+class OpenAIBackend:
+    name = "openai"
+
+    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", concurrency: int = 4,
+                 timeout_s: float = 60, max_retries: int = 4, backoff_s: float = 0.5,
+                 token_cap: int | None = None, tokenizer: Any = None):
+        if concurrency < 1 or max_retries < 0 or timeout_s <= 0:
+            raise PipelineError("openai backend: concurrency must be >= 1, max_retries >= 0 and timeout_s > 0 "
+                                "(generate.teacher in params.yaml)")
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/completions"
+        self.model, self.api_key_env, self.concurrency = model, api_key_env, concurrency
+        self.timeout_s, self.max_retries, self.backoff_s = timeout_s, max_retries, backoff_s
+        self.token_cap, self.tokenizer = token_cap, tokenizer
+        self.completion_tokens = 0  # spent so far, all generate() calls together
+        self._lock = threading.Lock()
+
+    def generate(self, prompt_ids: Sequence[Sequence[int]], settings: SamplingSettings) -> list[Completion]:
+        abort = threading.Event()  # set on the first failure: queued retries stop early
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai")
+        try:
+            futures = [pool.submit(self._one, i, [int(t) for t in p], settings, abort)
+                       for i, p in enumerate(prompt_ids)]
+            for fut in progress(as_completed(futures), desc="generate", total=len(futures), unit="req"):
+                if fut.exception() is not None:
+                    abort.set()
+                    raise fut.exception()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return [c for fut in futures for c in fut.result()]
+
+    def _one(self, index: int, prompt: list[int], settings: SamplingSettings,
+             abort: threading.Event) -> list[Completion]:
+        self._check_cap()
+        body: dict[str, Any] = {
+            "model": self.model, "prompt": prompt, "n": settings.n, "max_tokens": settings.max_new_tokens,
+            "temperature": settings.temperature, "top_p": settings.top_p, "seed": settings.seed + index,
+            "return_token_ids": True}
+        if settings.stop_token_ids:
+            body["stop_token_ids"] = list(settings.stop_token_ids)
+        started = time.perf_counter()
+        response = self._post(body, abort)
+        seconds = (time.perf_counter() - started) / max(1, settings.n)
+        choices = sorted(response.get("choices") or [], key=lambda c: c.get("index", 0))
+        if len(choices) != settings.n:
+            raise PipelineError(f"openai backend: {self.url} returned {len(choices)} choices for n={settings.n}; "
+                                "the server must support n (use vLLM or decision_pipeline.lm.serve)")
+        usage = response.get("usage") or {}
+        completions = []
+        for s, choice in enumerate(choices):
+            text = choice.get("text") or ""
+            completions.append(Completion(
+                prompt_index=index, sample_index=s, token_ids=self._token_ids(choice, text), text=text,
+                finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+                prompt_tokens=int(usage.get("prompt_tokens", len(prompt))), seconds=round(seconds, 6)))
+        spent = usage.get("completion_tokens")
+        self._spend(int(spent) if spent is not None else sum(len(c.token_ids) for c in completions))
+        return completions
+
+    def _token_ids(self, choice: dict[str, Any], text: str) -> list[int]:
+        if choice.get("token_ids") is not None:
+            return [int(t) for t in choice["token_ids"]]
+        if self.tokenizer is None:
+            raise PipelineError(f"openai backend: {self.url} returned no token_ids (a vLLM extension); "
+                                "use a vLLM server or configure a tokenizer for the teacher in params.yaml")
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        return list(getattr(ids, "ids", ids))
+
+    def _check_cap(self) -> None:
+        with self._lock:
+            if self.token_cap is not None and self.completion_tokens >= self.token_cap:
+                raise self._cap_error()
+
+    def _spend(self, tokens: int) -> None:
+        with self._lock:
+            self.completion_tokens += tokens
+            if self.token_cap is not None and self.completion_tokens > self.token_cap:
+                raise self._cap_error()
+
+    def _cap_error(self) -> PipelineError:
+        return PipelineError(f"openai backend: token cap hit ({self.completion_tokens} completion tokens spent, "
+                             f"cap {self.token_cap}); raise generate.teacher.token_cap in params.yaml or generate less")
+
+    def _post(self, body: dict[str, Any], abort: threading.Event) -> dict[str, Any]:
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        key = os.environ.get(self.api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        last = _Retryable("unreachable", "no attempt made")
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                if abort.is_set():
+                    break
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+            try:
+                return self._attempt(data, headers)
+            except _Retryable as exc:
+                last = exc
+        raise PipelineError(f"openai backend: {self.base_url} {last.kind} after {self.max_retries} retries "
+                            f"({last.detail}); {FIX}")
+
+    def _attempt(self, data: bytes, headers: dict[str, str]) -> dict[str, Any]:
+        request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            detail = _error_message(exc)
+            if exc.code == 429 or exc.code >= 500:
+                raise _Retryable("kept failing", f"HTTP {exc.code}: {detail}") from None
+            hint = f"set {self.api_key_env}" if exc.code in (401, 403) else "check model and sampling settings"
+            raise PipelineError(f"openai backend: {self.url} rejected the request (HTTP {exc.code}: {detail}); "
+                                f"{hint} (generate.teacher in params.yaml)") from None
+        except (OSError, http.client.HTTPException) as exc:  # URLError, refused, reset, timeout
+            reason = _reason(exc)
+            timed_out = isinstance(getattr(exc, "reason", exc), TimeoutError) or "timed out" in reason
+            if timed_out:
+                raise _Retryable("timed out", f"no answer within {self.timeout_s:g}s") from None
+            raise _Retryable("unreachable", reason) from None
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            raise PipelineError(f"openai backend: {self.url} answered with non-JSON ({raw[:80]!r}); "
+                                "is base_url an OpenAI-compatible /v1 endpoint?") from None
+        if not isinstance(parsed, dict):
+            raise PipelineError(f"openai backend: {self.url} answered with {type(parsed).__name__}, not an object")
+        return parsed
+
+
+def _error_message(exc: urllib.error.HTTPError) -> str:
+    """The server's error message (OpenAI shape `{"error": {"message": ...}}`) or a body excerpt."""
+    try:
+        raw = exc.read()
+        err = json.loads(raw).get("error", raw.decode(errors="replace"))
+        return str(err.get("message", err) if isinstance(err, dict) else err)[:200]
+    except Exception:  # noqa: BLE001 - any unreadable body falls back to the reason phrase
+        return str(exc.reason)

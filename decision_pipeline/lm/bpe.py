@@ -1,0 +1,93 @@
+"""A byte-level BPE tokenizer trained on pipeline text, saved as a HF fast tokenizer.
+
+Why Qwen's exact splitting rules: transformers 5.x rebuilds any `qwen2`
+tokenizer with NFC + Qwen's split regex + ByteLevel(use_regex=False) on reload
+and ignores the saved pre-tokenizer, so a BPE trained any other way silently
+changes ids after `AutoTokenizer.from_pretrained`. Training with the same rules
+makes saved and reloaded ids identical (a test checks it).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+from decision_pipeline.common.errors import PipelineError
+
+QWEN_SPLIT_REGEX = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"""
+                    r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+SPECIAL_TOKENS = [PAD, IM_START, IM_END]
+MARKUP_TOKENS = [THINK_OPEN, THINK_CLOSE]
+
+# ChatML with {% generation %} around assistant turns, so TRL's
+# assistant_only_loss can mask everything but what the model must produce.
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{%- if message['role'] == 'assistant' -%}"
+    "{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}"
+    "{%- else -%}{{ message['content'] + '<|im_end|>' }}{%- endif -%}"
+    "{{ '\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\n' }}{%- endif -%}"
+)
+
+
+def qwen_pipeline(tok: Tokenizer) -> Tokenizer:
+    """Attach Qwen2's normaliser, pre-tokenizer and decoder to a tokenizer."""
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_SPLIT_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int, required_tokens: Iterable[str] = (),
+              min_frequency: int = 2) -> Tokenizer:
+    """Train a byte-level BPE; `required_tokens` (e.g. " A") must each end as one id."""
+    tok = qwen_pipeline(Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False)))
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
+        special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer=trainer)
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKUP_TOKENS])
+    for text in required_tokens:
+        if len(tok.encode(text, add_special_tokens=False).ids) != 1:
+            raise PipelineError(f"tokenizer: {text!r} is not a single token; raise lm.vocab_size or add it to the corpus")
+    return tok
+
+
+def wrap_fast(tok: Tokenizer, model_max_length: int) -> PreTrainedTokenizerFast:
+    """A transformers fast tokenizer with ChatML special tokens and the chat template."""
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=IM_END, pad_token=PAD, unk_token=PAD,
+        model_max_length=model_max_length, padding_side="left",
+        additional_special_tokens=[IM_START])
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    """Load a saved tokenizer directory; a missing one is a clear error."""
+    path = Path(path)
+    if not path.is_dir():
+        raise PipelineError(f"{path}: tokenizer/model directory not found; run `dvc repro` or fix the path in params.yaml")
+    tok = AutoTokenizer.from_pretrained(str(path))
+    tok.padding_side = "left"
+    return tok
+
+
+def render_chat(messages: list[dict], add_generation_prompt: bool = False) -> str:
+    """The chat template's text without a tokenizer (for building the tokenizer's own corpus).
+
+    A test checks it equals `apply_chat_template(..., tokenize=False)`.
+    """
+    text = "".join(f"{IM_START}{m['role']}\n{m['content']}{IM_END}\n" for m in messages)
+    return text + (f"{IM_START}assistant\n" if add_generation_prompt else "")

@@ -1,0 +1,64 @@
+"""The tiny causal LM of the default profile (Qwen2 architecture from a config).
+
+Why Qwen2: the GPU profile's base models are Qwen-family instruct models, so the
+same code paths (chat template, LoRA target modules, vLLM) serve both profiles.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, PreTrainedModel, Qwen2Config, Qwen2ForCausalLM
+
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.params import rule
+
+
+@dataclass
+class TinyModelSpec:
+    """Shape of the from-config model; vocab size comes from the trained tokenizer."""
+    hidden_size: int = rule(min=16, default=128)
+    num_layers: int = rule(min=1, default=2)
+    num_heads: int = rule(min=1, default=4)
+    intermediate_size: int = rule(min=16, default=512)
+    max_positions: int = rule(min=32, default=512)
+
+
+def build_tiny_model(spec: TinyModelSpec, vocab_size: int, pad_token_id: int, eos_token_id: int,
+                     seed: int) -> Qwen2ForCausalLM:
+    """Build a freshly initialised Qwen2 model; initialisation is seeded."""
+    if spec.hidden_size % spec.num_heads:
+        raise PipelineError(f"params.yaml: hidden_size {spec.hidden_size} must be divisible by num_heads {spec.num_heads}")
+    config = Qwen2Config(
+        vocab_size=vocab_size, hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers, num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_heads, max_position_embeddings=spec.max_positions,
+        tie_word_embeddings=True, pad_token_id=pad_token_id, eos_token_id=eos_token_id,
+        bos_token_id=None, use_cache=True)
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.pad_token_id = pad_token_id
+    model.generation_config.eos_token_id = eos_token_id
+    return model
+
+
+def load_model(path: str | Path, dtype: torch.dtype | None = None) -> PreTrainedModel:
+    """Load a `save_pretrained` directory (local only: nothing is fetched from a hub).
+
+    On a GPU machine the model goes to CUDA in bfloat16; on CPU it stays float32.
+    """
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise PipelineError(f"{path}: not a model directory (no config.json); run `dvc repro` or fix the model path in params.yaml")
+    cuda = torch.cuda.is_available()
+    dtype = dtype or (torch.bfloat16 if cuda else torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
+    if cuda:
+        model.to("cuda")
+    model.eval()
+    return model
+
+
+def count_params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
