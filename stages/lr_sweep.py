@@ -1,43 +1,35 @@
 """Stage `lr_sweep@{lr}`: a short joint SFT at one learning rate on a subset; dev NLL decides.
 
 Same data and loss as `sft`, `lr_sweep.max_steps` steps on `lr_sweep.max_examples`
-examples; the choose_lr stage compares the dev readout NLL across rates.
+examples; the choose_lr stage compares the dev readout NLL across rates. It
+tracks only the `sft` keys it reads, so an SFT seed study does not rerun it.
 """
 from __future__ import annotations
 
-import argparse
-import tempfile
 import time
-from dataclasses import dataclass
 
 import torch
 
-from decision_pipeline.common.hashing import make_random
 from decision_pipeline.common.io import write_json
 from decision_pipeline.common.log import stage_main, summary
-from decision_pipeline.common.params import load_base, load_section, rule
-from decision_pipeline.decision.sft_trainer import dev_readout_metrics, train_joint
-from decision_pipeline.lm.model import load_model
+from decision_pipeline.common.params import load_base, load_section, stage_parser
+from decision_pipeline.decision.sft_run import sweep_point
+from decision_pipeline.decision.lr_choice import LrSweepParams
+from decision_pipeline.decision.sft_trainer import SFTParams
 from decision_pipeline.lm.bpe import load_tokenizer
-from stages.sft import SFTParams, load_training_data, settings_from
-
-
-@dataclass
-class LrSweepParams:
-    lrs: list[float] = rule(min=0.0)
-    max_steps: int = rule(min=1)
-    max_examples: int = rule(min=1)
+from decision_pipeline.lm.model import load_model
 
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = stage_parser(__doc__, (LrSweepParams, "lr_sweep"), (SFTParams, "sft"))
     ap.add_argument("lr", type=float)
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--base", default="models/base")
-    ap.add_argument("--items", default="data/items/items.parquet")
-    ap.add_argument("--kept", default="data/select_chains/kept.jsonl")
-    ap.add_argument("--chains", default="data/generate/chains.jsonl")
+    ap.add_argument("--base", required=True)
+    ap.add_argument("--items", required=True)
+    ap.add_argument("--kept", required=True)
+    ap.add_argument("--chains", required=True)
+    ap.add_argument("--metrics", required=True, help="this rate's metrics file")
     args = ap.parse_args(argv)
     started = time.time()
     sweep = load_section(LrSweepParams, "lr_sweep", args.params)
@@ -45,16 +37,9 @@ def main(argv: list[str] | None = None) -> None:
     seed = load_base(args.params).seed
     torch.set_num_threads(p.threads)
     model, tok = load_model(args.base), load_tokenizer(args.base)
-    examples, _, dev = load_training_data(p, tok, args.items, args.kept, args.chains)
-    make_random(seed, "lr_sweep").shuffle(examples)  # same subset at every rate
-    subset = examples[: sweep.max_examples]
-    with tempfile.TemporaryDirectory(prefix="lr_sweep.") as work:
-        peft_model, _, parts = train_joint(model, tok, subset, settings_from(p, args.lr, seed, sweep.max_steps), work)
-    dev_metrics = dev_readout_metrics(peft_model, tok, dev)
-    metrics = {"lr": args.lr, "dev": dev_metrics, "steps": sweep.max_steps, "examples": len(subset),
-               "final": parts[-1] if parts else None}
-    write_json(f"metrics/lr_sweep/{args.lr:g}.json", metrics)
-    summary(f"lr_sweep@{args.lr:g}", started, dev_nll=dev_metrics["nll"], dev_acc=dev_metrics["accuracy"])
+    metrics = sweep_point(sweep, p, args.lr, seed, model, tok, args.items, args.kept, args.chains)
+    write_json(args.metrics, metrics)
+    summary(f"lr_sweep@{args.lr:g}", started, dev_nll=metrics["dev"]["nll"], dev_acc=metrics["dev"]["accuracy"])
 
 
 if __name__ == "__main__":

@@ -5,17 +5,31 @@ summary functions turn them into the metrics review relies on.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from decision_pipeline.common import stats
+from decision_pipeline.common.params import rule
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.prompts import (chain_until_close, label_ids, post_chain_prefix, readout_prefix,
                                      thinking_prefix)
 from decision_pipeline.decision.questions import gold_index
-from decision_pipeline.lm.backends import Backend, SamplingSettings
+from decision_pipeline.lm.backends import BACKENDS, Backend, SamplingSettings, backend_for_model
+
+
+@dataclass
+class AnsweringParams:
+    """params.yaml `evaluate.answering`: how a model answers (calibrate reads the same keys, so the
+    post-chain temperatures are fitted on chains sampled exactly as in evaluation)."""
+    backend: str = rule(choices=BACKENDS, doc="engine that samples the thinking chains: hf or vllm")
+    batch_size: int = rule(min=1, doc="questions per forward batch")
+    max_new_tokens: int = rule(min=1, doc="token cap of a thinking chain")
+    temperature: float = rule(min=0.0, doc="chain sampling temperature (0 = greedy)")
+    top_p: float = rule(min=0.0, max=1.0, doc="nucleus sampling mass (1.0 = off)")
+    threads: int = rule(min=1, doc="torch CPU threads")
 from decision_pipeline.lm.readout import label_logits
 
 
@@ -68,3 +82,16 @@ def answer_both_ways(model: PreTrainedModel, tok: PreTrainedTokenizerBase, backe
                      batch_size: int = 32) -> tuple[list[np.ndarray], list[dict]]:
     """Readout logits and one thinking record (with post-chain logits) per question."""
     return readout(model, tok, questions, batch_size), thinking(backend, model, tok, questions, settings, batch_size)
+
+
+def answer_questions(model_dir: str, questions: Sequence[dict], p: AnsweringParams,
+                     seed: int) -> tuple[list[np.ndarray], list[dict]]:
+    """Load the model in `model_dir` and answer each question by readout and by one sampled chain."""
+    from decision_pipeline.lm.bpe import load_tokenizer
+    from decision_pipeline.lm.model import load_model
+
+    model, tok = load_model(model_dir), load_tokenizer(model_dir)
+    backend = backend_for_model(p.backend, model, tok, model_dir, p.batch_size)
+    settings = SamplingSettings(max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
+                                seed=seed, stop_token_ids=(tok.eos_token_id,))
+    return answer_both_ways(model, tok, backend, questions, settings, p.batch_size)

@@ -8,16 +8,27 @@ makes held-out ECE worse (`resplit_study` measures exactly that).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from decision_pipeline.common import stats
+from decision_pipeline.common.params import rule
 from decision_pipeline.decision.answering import readout_summary
 from decision_pipeline.decision.questions import gold_index
 
 
 LOWER_BOUND, UPPER_BOUND = 0.05, 20.0  # the temperature search range
+
+
+@dataclass
+class CalibrateParams:
+    """params.yaml `calibrate`: per-task temperatures on the calibration split."""
+    items: int = rule(min=1, doc="calibration questions used (a seed-free SHA-256 subset)")
+    alpha: float = rule(min=0.0, max=1.0, doc="level of the likelihood-ratio test a fitted temperature must pass")
+    resplits: int = rule(min=0, doc="halvings in the study of that rule on the calibration items (0 = skip)")
+    ece_bins: int = rule(min=2, doc="equal-width confidence bins of the ECE")
 
 
 def significant_temperatures(logits: Sequence[np.ndarray], questions: Sequence[dict],
@@ -97,3 +108,21 @@ def resplit_study(logits: Sequence[np.ndarray], questions: Sequence[dict], n_bin
     out["tested_minus_always_fit"] = {"ece": _spread(arrays["tested"][:, 0] - arrays["always_fit"][:, 0]),
                                       "nll_mean": round(float((arrays["tested"][:, 1] - arrays["always_fit"][:, 1]).mean()), 6)}
     return out
+
+
+def calibrate_answers(logits: Sequence[np.ndarray], chains: Sequence[dict], questions: Sequence[dict],
+                      p: CalibrateParams, seed: int) -> tuple[dict, dict]:
+    """Temperatures for the readout and the post-chain readout, and the report behind them.
+
+    Returns (temperatures {"readout": {...}, "post_chain": {...}}, report).
+    """
+    post = [(c["post_logits"], q) for c, q in zip(chains, questions) if c["post_logits"] is not None]
+    post_logits, post_questions = [lg for lg, _ in post], [q for _, q in post]
+    report = {"readout": fit_and_report(logits, questions, p.ece_bins, p.alpha),
+              "post_chain": fit_and_report(post_logits, post_questions, p.ece_bins, p.alpha),
+              "resplit": {"readout": resplit_study(logits, questions, p.ece_bins, p.alpha, p.resplits, seed),
+                          "post_chain": resplit_study(post_logits, post_questions, p.ece_bins, p.alpha,
+                                                      p.resplits, seed)},
+              "n_items": len(questions), "post_chain_items": len(post)}
+    temps = {"readout": report["readout"]["temperatures"], "post_chain": report["post_chain"]["temperatures"]}
+    return temps, report

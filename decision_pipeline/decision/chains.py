@@ -18,11 +18,14 @@ import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_random
+from decision_pipeline.common.log import progress
+from decision_pipeline.common.params import rule
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.questions import THINK_CLOSE, THINK_OPEN, gold_index
 
@@ -291,3 +294,46 @@ def ensure_nonempty(kept: Sequence[dict], drop_counts: Mapping[str, int]) -> Non
     worst = max(losses, key=lambda r: (losses[r], -order.index(r) if r in order else -len(order)))
     fix = _FIX.get(worst, "check the generator")
     raise PipelineError(f"select_chains: no chain survived; {worst!r} removed {losses[worst]} of {total} — {fix}")
+
+
+@dataclass
+class LoopParams:
+    """params.yaml `select_chains.loop`: what counts as a degenerate loop (see `detect_loop`)."""
+    min_repeats: int = rule(min=2, doc="back-to-back repeats of one segment in the tail that make a loop")
+    window: int = rule(min=8, doc="words at the end of the thinking block that are examined")
+    ngram: int = rule(min=1, doc="n-gram size of the distinct-n-gram test")
+    min_distinct: float = rule(min=0.0, max=1.0, doc="a tail with fewer distinct n-grams than this share loops")
+
+
+@dataclass
+class SelectChainsParams:
+    """params.yaml `select_chains`: filters and the per-question selection rule."""
+    strategy: str = rule(choices=("shortest", "random", "all"),
+                         doc="which correct kept chain(s) per question train SFT")
+    loop: LoopParams = rule(doc="loop detector settings")
+    lookup_patterns: list[str] = rule(doc="regexes of invented look-ups; empty = the built-in list")
+    quirks: list[str] = rule(doc="strings stripped from inside the thinking block (model quirks)")
+
+
+def select_chains(records: Sequence[dict], pool_by_id: Mapping[str, dict], p: SelectChainsParams,
+                  seed: int) -> tuple[list[dict], dict]:
+    """Judge every generated chain and keep per question by `p.strategy`; returns (kept, metrics).
+
+    Metrics say where the kept chains came from (`kept_by_source`) and the parse
+    rate per source, since in the default profile the teacher is the rule-based solver.
+    """
+    missing = sorted({r["question_id"] for r in records} - set(pool_by_id))
+    if missing:
+        raise PipelineError(f"chain for unknown question {missing[0]!r}; rerun generate")
+    patterns = p.lookup_patterns or DEFAULT_LOOKUP_PATTERNS
+    judged = [judge_chain(r, pool_by_id[r["question_id"]], lookup_patterns=patterns, quirks=p.quirks,
+                          loop_params=asdict(p.loop)) for r in progress(records, desc="judge", unit="chain")]
+    kept = select_per_question(judged, p.strategy, seed)
+    ensure_nonempty(kept, drop_counts(judged))
+    questions = [pool_by_id[q] for q in sorted({r["question_id"] for r in records})]
+    metrics = selection_metrics(questions, judged, kept)
+    sources = sorted({c["source"] for c in judged})
+    metrics["kept_by_source"] = {s: sum(c["source"] == s for c in kept) for s in sources}
+    metrics["base_correct_chains"] = sum(c["correct"] for c in judged if c["source"] == "base")
+    keep_keys = ("id", "question_id", "source", "sample", "text", "n_tokens")
+    return [{k: c[k] for k in keep_keys} for c in kept], metrics

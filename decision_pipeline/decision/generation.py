@@ -7,15 +7,43 @@ finishes with the same records an uninterrupted run writes.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from transformers import PreTrainedTokenizerBase
 
-from decision_pipeline.common.io import JsonlAppender
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.fingerprint import model_fingerprint, run_fingerprint
+from decision_pipeline.common.io import JsonlAppender, read_jsonl
+from decision_pipeline.common.log import info, progress
+from decision_pipeline.common.params import rule
 from decision_pipeline.decision.prompts import encode, thinking_prefix
 from decision_pipeline.decision.questions import LABELS, THINK_OPEN, assistant_answer, gold_index
-from decision_pipeline.lm.backends import Backend, Completion, SamplingSettings
+from decision_pipeline.lm.backends import BACKENDS, Backend, Completion, SamplingSettings, backend_for_model, make_backend
+
+
+@dataclass
+class GenerateParams:
+    """params.yaml `generate`: k sampled chains per pool question plus a teacher's chain."""
+    backend: str = rule(choices=BACKENDS, doc="engine for the base model's chains: hf (CPU/GPU) or vllm (GPU)")
+    k: int = rule(min=1, doc="chains sampled per question from the base model")
+    temperature: float = rule(min=0.0, doc="sampling temperature (0 = greedy)")
+    top_p: float = rule(min=0.0, max=1.0, doc="nucleus sampling mass (1.0 = off)")
+    max_new_tokens: int = rule(min=1, doc="token cap per chain; a chain still open at the cap is a loop")
+    batch_size: int = rule(min=1, doc="prompts per forward batch (hf backend)")
+    chunk: int = rule(min=1, doc="questions per resumable unit; a killed run redoes at most one chunk")
+    max_questions: int = rule(min=1, doc="pool questions used (a seed-free SHA-256 subset)")
+    teacher: str = rule(choices=("solver", "openai", "none"),
+                        doc="second chain source: the rule-based solver's traces (a stand-in for an LLM teacher), "
+                            "an OpenAI-compatible endpoint, or none")
+    teacher_base_url: str = rule(doc="teacher endpoint when teacher is openai, e.g. http://127.0.0.1:8000/v1")
+    teacher_model: str = rule(doc="model name the teacher endpoint serves")
+    concurrency: int = rule(min=1, doc="parallel requests to the teacher endpoint")
+    deadline_minutes: float = rule(min=0.0, doc="stop cleanly at a chunk boundary after this long (0 = none); "
+                                                "`dvc repro` resumes")
+    target_pool_size: int = rule(min=1, doc="questions in the production pool, for the CPU/GPU-hours extrapolation")
+    threads: int = rule(min=1, doc="torch CPU threads")
 
 
 def record_id(question_id: str, source: str, sample: int) -> str:
@@ -84,3 +112,62 @@ def generate_chains(questions: Sequence[dict], sources: dict[str, Backend | None
                     log.append(r)
                     stats["new_records"] += 1
     return stats
+
+
+def chain_sources(p: GenerateParams, model, tok: PreTrainedTokenizerBase, model_dir: str) -> dict[str, Backend | None]:
+    """The chain sources in generation order: the base model, then the teacher (None = solver)."""
+    sources: dict[str, Backend | None] = {"base": backend_for_model(p.backend, model, tok, model_dir, p.batch_size)}
+    if p.teacher == "solver":
+        sources["teacher"] = None
+    elif p.teacher == "openai":
+        if not p.teacher_base_url:
+            raise PipelineError("params.yaml: generate.teacher_base_url is empty; set it or use teacher: solver")
+        sources["teacher"] = make_backend("openai", base_url=p.teacher_base_url, model=p.teacher_model,
+                                          concurrency=p.concurrency, tokenizer=tok)
+    return sources
+
+
+def generate_to_log(p: GenerateParams, seed: int, model, tok: PreTrainedTokenizerBase, model_dir: str,
+                    questions: Sequence[dict], out_dir: str | Path, started: float) -> dict:
+    """Fill `out_dir`/chains.jsonl (resuming a run of the same params and model) and return the metrics.
+
+    A log written for other params or another base model is discarded first (its
+    fingerprint is kept beside it). `metrics["stopped_early"]` is True when the
+    deadline passed: the log is complete up to a chunk boundary and a rerun resumes.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fp = run_fingerprint(p, seed, model_fingerprint(model_dir))
+    fp_file, log_file = out / "fingerprint.txt", out / "chains.jsonl"
+    if not fp_file.exists() or fp_file.read_text().strip() != fp:
+        log_file.unlink(missing_ok=True)  # params or base model changed: old chains are not resumable
+        fp_file.write_text(fp + "\n")
+    sources = chain_sources(p, model, tok, model_dir)
+    settings = SamplingSettings(max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
+                                n=p.k, seed=seed, stop_token_ids=(tok.eos_token_id,))
+    deadline = started + 60 * p.deadline_minutes if p.deadline_minutes else None
+    with JsonlAppender(log_file) as log:
+        if log.dropped_partial:
+            info("generate", "dropped a torn last line from the previous run")
+        resumed = len(log.done)
+        stats = generate_chains(questions, sources, settings, tok, log, p.chunk, deadline,
+                                progress=lambda it: progress(it, desc="generate", unit="chunk"))
+    if stats["stopped_early"]:
+        return {"stopped_early": True, "records": len(log.done)}
+    return generation_metrics(read_jsonl(log_file), questions, stats, resumed, p)
+
+
+def generation_metrics(records: Sequence[dict], questions: Sequence[dict], stats: dict, resumed: int,
+                       p: GenerateParams) -> dict:
+    """Counts per source, truncation and throughput of this invocation's generation."""
+    base = [r for r in records if r["source"] == "base"]
+    gen_s, gen_q = max(stats["gen_seconds"], 1e-9), stats["gen_questions"]
+    # hours of this machine to run the base model over a pool of target size, at this run's rate
+    hours = round(gen_s / gen_q * p.target_pool_size / 3600, 4) if gen_q else None
+    return {"stopped_early": False, "questions": len(questions), "records": len(records), "resumed_records": resumed,
+            "base": {"chains": len(base), "finished": sum(r["finish_reason"] == "stop" for r in base),
+                     "truncated": sum(r["finish_reason"] == "length" for r in base)},
+            "teacher": {"source": p.teacher, "chains": len(records) - len(base)},
+            "throughput": {"tokens_per_second": round(stats["gen_tokens"] / gen_s, 2) if gen_q else None,
+                           "items_per_minute": round(60 * gen_q / gen_s, 2) if gen_q else None,
+                           "device_hours_for_target_pool": hours}}

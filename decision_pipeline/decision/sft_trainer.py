@@ -11,39 +11,53 @@ from peft import LoraConfig
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import SFTConfig
 
+from decision_pipeline.common.params import rule
 from decision_pipeline.decision.answering import readout, readout_summary
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.sft_data import JointCollator, JointSFTTrainer
 
 
 @dataclass
-class SFTSettings:
-    lr: float
-    max_steps: int
-    batch_size: int
-    warmup_steps: int
-    lora_r: int
-    lora_alpha: int
-    lora_targets: list[str]
-    readout_weight: float
-    seed: int
-    save_steps: int = 0       # 0 = no intermediate checkpoints
-    bf16: bool = False
-    train_embeddings: bool = False  # an embedding delta in the adapter (peft trainable tokens)
-    long_chain_tokens: int = 0      # examples longer than this train one per forward pass (0 = off)
+class SFTParams:
+    """params.yaml `sft`: the joint LoRA SFT run (chains + soft-target readout)."""
+    lr_source: str = rule(choices=("sweep", "fixed"), doc="sweep = the choose_lr stage's pick; fixed = `lr`")
+    lr: float = rule(min=0.0, doc="learning rate when lr_source is fixed")
+    max_steps: int = rule(min=1, doc="optimizer steps")
+    batch_size: int = rule(min=1, doc="examples per step")
+    warmup_steps: int = rule(min=0, doc="linear warm-up steps before the cosine schedule")
+    lora_r: int = rule(min=1, doc="LoRA rank")
+    lora_alpha: int = rule(min=1, doc="LoRA scaling numerator (scale = lora_alpha / lora_r)")
+    lora_targets: list[str] = rule(doc="module names that get LoRA adapters")
+    alpha: float = rule(min=0.0, max=1.0, doc="readout target = alpha * gold + (1 - alpha) * chain votes")
+    readout_weight: float = rule(min=0.0, doc="weight of the readout loss beside the chain (LM) loss")
+    readout_copies: int = rule(min=1, doc="readout examples per question (the example mix)")
+    prompt_loss_weight: float = rule(min=0.0, max=1.0, doc="LM loss weight on prompt tokens of chain examples")
+    max_length: int = rule(min=16, doc="longest example in tokens; longer chains are dropped and counted")
+    dev_items: int = rule(min=1, doc="dev questions for the readout check after training")
+    train_embeddings: bool = rule(doc="add an embedding delta to the adapter (tiny from-scratch bases)")
+    long_chain_tokens: int = rule(min=0, doc="examples longer than this train one per forward pass; 0 = off")
+    save_steps: int = rule(min=0, doc="checkpoint every N steps for resume; 0 = none")
+    seed_offset: int = rule(min=0, doc="training seed = base.seed + offset; data and splits unchanged")
+    threads: int = rule(min=1, doc="torch CPU threads")
 
 
-def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: Sequence[dict], s: SFTSettings,
-                work_dir: str | Path, resume: bool = False) -> tuple[PreTrainedModel, list[dict], list[dict]]:
-    """Train one LoRA adapter on the joint examples; returns (peft model, trainer log, loss parts)."""
+def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: Sequence[dict], s: SFTParams,
+                lr: float, seed: int, work_dir: str | Path, max_steps: int | None = None,
+                resume: bool = False) -> tuple[PreTrainedModel, list[dict], list[dict]]:
+    """Train one LoRA adapter on the joint examples; returns (peft model, trainer log, loss parts).
+
+    `lr` and `seed` are resolved by the caller (sweep pick, seed offset); `max_steps`
+    overrides `s.max_steps` for the sweep's short runs. bf16 only on a GPU.
+    """
+    steps = max_steps or s.max_steps
     columns = ("input_ids", "loss_weights", "readout_pos", "readout_label_ids", "readout_target")
     dataset = Dataset.from_list([{k: ex[k] for k in columns} for ex in examples])
     config = SFTConfig(
-        output_dir=str(work_dir), learning_rate=s.lr, max_steps=s.max_steps,
+        output_dir=str(work_dir), learning_rate=lr, max_steps=steps,
         per_device_train_batch_size=s.batch_size, warmup_steps=s.warmup_steps, lr_scheduler_type="cosine",
-        adam_beta2=0.95, max_grad_norm=1.0, weight_decay=0.0, logging_steps=max(1, s.max_steps // 50),
+        adam_beta2=0.95, max_grad_norm=1.0, weight_decay=0.0, logging_steps=max(1, steps // 50),
         save_strategy="steps" if s.save_steps else "no", save_steps=s.save_steps or 500, save_total_limit=1,
-        seed=s.seed, data_seed=s.seed, use_cpu=not torch.cuda.is_available(), bf16=s.bf16,
+        seed=seed, data_seed=seed, use_cpu=not torch.cuda.is_available(), bf16=torch.cuda.is_available(),
         gradient_checkpointing=False, remove_unused_columns=False, report_to="none",
         dataset_kwargs={"skip_prepare_dataset": True}, disable_tqdm=True, dataloader_num_workers=0)
     # A from-scratch tiny model never saw the chat markup in pretraining and keeps much
@@ -77,9 +91,3 @@ def parse_votes(chains: Sequence[dict], questions_by_id: dict[str, dict]) -> dic
         if q is not None:
             votes.setdefault(c["question_id"], []).append(parse_answer(c["text"], len(q["options"])))
     return votes
-
-
-def lr_rule(results: dict[float, float]) -> float:
-    """The learning rate with the lowest dev NLL; ties (to 1e-6) go to the lower rate."""
-    best = min(round(v, 6) for v in results.values())
-    return min(lr for lr, v in results.items() if round(v, 6) == best)

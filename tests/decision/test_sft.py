@@ -6,7 +6,17 @@ import torch
 
 from decision_pipeline.decision.sft_data import (MAX_LABELS, JointCollator, build_joint_examples, joint_losses, readout_example,
                                  readout_target)
-from decision_pipeline.decision.sft_trainer import SFTSettings, lr_rule, train_joint
+from decision_pipeline.decision.lr_choice import lr_rule
+from decision_pipeline.decision.sft_trainer import SFTParams, train_joint
+
+
+def sft_params(**overrides) -> SFTParams:
+    values = dict(lr_source="fixed", lr=1e-3, max_steps=3, batch_size=4, warmup_steps=0, lora_r=4, lora_alpha=8,
+                  lora_targets=["q_proj", "v_proj"], alpha=0.5, readout_weight=1.0, readout_copies=1,
+                  prompt_loss_weight=1.0, max_length=512, dev_items=8, train_embeddings=False,
+                  long_chain_tokens=0, save_steps=0, seed_offset=0, threads=1)
+    values.update(overrides)
+    return SFTParams(**values)
 from decision_pipeline.lm.model import load_model
 
 
@@ -60,11 +70,10 @@ def test_training_is_deterministic_on_cpu(tiny_dir, tiny, questions, tmp_path):
     _, tok = tiny
     kept = [{"id": f"c{i}", "question_id": q["id"], "text": "<think>\nx\n</think>\nAnswer: A"} for i, q in enumerate(questions[:8])]
     examples, _ = build_joint_examples(tok, questions[:8], kept, {}, 0.5, 1.0, 512)
-    s = SFTSettings(lr=1e-3, max_steps=3, batch_size=4, warmup_steps=0, lora_r=4, lora_alpha=8,
-                    lora_targets=["q_proj", "v_proj"], readout_weight=1.0, seed=3, train_embeddings=True)
+    s = sft_params(train_embeddings=True)
     runs = []
     for k in range(2):
-        model, _, parts = train_joint(load_model(tiny_dir), tok, examples, s, tmp_path / f"w{k}")
+        model, _, parts = train_joint(load_model(tiny_dir), tok, examples, s, 1e-3, 3, tmp_path / f"w{k}")
         runs.append((parts, {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}))
     assert runs[0][0] == runs[1][0] and len(runs[0][0]) == 3
     assert all(torch.equal(runs[0][1][n], runs[1][1][n]) for n in runs[0][1])
@@ -89,7 +98,6 @@ def test_trainer_uses_the_length_aware_loader(tiny_dir, tiny, questions, tmp_pat
     _, tok = tiny
     kept = [{"id": f"c{i}", "question_id": q["id"], "text": "<think>\nx\n</think>\nAnswer: A"} for i, q in enumerate(questions[:6])]
     examples, _ = build_joint_examples(tok, questions[:6], kept, {}, 0.5, 1.0, 512)
-    s = SFTSettings(lr=1e-3, max_steps=2, batch_size=4, warmup_steps=0, lora_r=4, lora_alpha=8,
-                    lora_targets=["q_proj"], readout_weight=1.0, seed=3, long_chain_tokens=40)
-    _, _, parts = train_joint(load_model(tiny_dir), tok, examples, s, tmp_path / "w")
+    s = sft_params(max_steps=2, lora_targets=["q_proj"], long_chain_tokens=40)
+    _, _, parts = train_joint(load_model(tiny_dir), tok, examples, s, 1e-3, 3, tmp_path / "w")
     assert len(parts) == 2 and all(np.isfinite([p["chain_loss"] for p in parts]))

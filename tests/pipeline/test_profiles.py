@@ -1,29 +1,15 @@
-"""Every params file (default, micro, gpu) loads through the stages' typed loaders."""
+"""Every params file (default, micro, gpu) loads through the stages' typed loaders, and sets every key."""
+import dataclasses
+import typing
 from pathlib import Path
 
 import pytest
 import yaml
 
-from stages.base_model import BaseModelParams
-from decision_pipeline.common.params import BaseParams, load_section
-from stages.curate import CurateParams
-from stages.evaluate import EvaluateParams
-from stages.ingest import IngestParams
-from stages.items import ItemsParams
-from stages.pretrain import PretrainParams
-from stages.tokenizer import TokenizerParams
-from stages.generate import GenerateParams
-from stages.select_chains import SelectChainsParams
-from stages.s1mb_data import S1mbDataParams
-from stages.s1mb import S1mbParams
-from stages.sft import SFTParams
-from stages.lr_sweep import LrSweepParams
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.config import SECTIONS, load_all
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = {"base": BaseParams, "items": ItemsParams, "ingest": IngestParams, "tokenizer": TokenizerParams,
-            "curate": CurateParams, "pretrain": PretrainParams, "base_model": BaseModelParams,
-            "evaluate": EvaluateParams, "generate": GenerateParams, "select_chains": SelectChainsParams,
-            "s1mb_data": S1mbDataParams, "s1mb": S1mbParams, "sft": SFTParams, "lr_sweep": LrSweepParams}
 FILES = [ROOT / "params.yaml", *sorted((ROOT / "profiles").glob("*.yaml"))]
 
 
@@ -31,8 +17,45 @@ FILES = [ROOT / "params.yaml", *sorted((ROOT / "profiles").glob("*.yaml"))]
 def test_profile_loads_every_section(path):
     data = yaml.safe_load(path.read_text())
     assert set(data) == set(SECTIONS), f"{path.name}: sections differ from the stages"
+    loaded = load_all(path)
+    assert set(loaded) == set(SECTIONS)
+
+
+def _unset_fields(cls, raw: dict, prefix: str) -> list[str]:
+    """Fields of `cls` (recursing into nested config classes) that `raw` leaves to a code default."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}.{f.name}"
+        if f.name not in raw:
+            out.append(key)
+        elif dataclasses.is_dataclass(hints[f.name]) and isinstance(raw[f.name], dict):
+            out += _unset_fields(hints[f.name], raw[f.name], key)
+    return out
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_no_field_falls_back_to_a_code_default(path):
+    """A knob that exists in code must be written in every profile: a silent default hides a
+    disagreement between params.yaml and the library."""
+    data = yaml.safe_load(path.read_text())
+    unset = [k for name, cls in SECTIONS.items() for k in _unset_fields(cls, data.get(name, {}), name)]
+    assert not unset, f"{path.name} leaves {unset} to code defaults; write them out"
+
+
+def test_config_classes_document_every_field():
     for name, cls in SECTIONS.items():
-        load_section(cls, name, path)
+        undocumented = [f.name for f in dataclasses.fields(cls) if not f.metadata.get("doc")]
+        assert not undocumented, f"section {name} ({cls.__name__}): fields without doc= help text: {undocumented}"
+
+
+def test_unknown_section_is_one_clear_error(tmp_path):
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    data["sft_typo"] = {"lr": 1}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(PipelineError, match="section 'sft_typo' is unknown"):
+        load_all(path)
 
 
 @pytest.mark.parametrize("path", FILES[1:], ids=lambda p: p.name)

@@ -1,0 +1,88 @@
+"""Evaluate a model's answers: per-item records, headline metrics, routing, CIs, and the paired
+comparison with a baseline model's records on the same questions."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from decision_pipeline.common import stats
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.params import rule
+from decision_pipeline.decision import metrics as dm
+from decision_pipeline.decision.answering import AnsweringParams
+
+
+@dataclass
+class EvaluateParams:
+    """params.yaml `evaluate`: the eval split, answered by readout and by thinking."""
+    answering: AnsweringParams = rule(doc="how the model answers (calibrate reads the same keys)")
+    max_items: int = rule(min=1, doc="eval questions used (a seed-free SHA-256 subset)")
+    ece_bins: int = rule(min=2, doc="equal-width confidence bins of the ECE and reliability plot")
+    bootstrap: int = rule(min=10, doc="bootstrap resamples behind every confidence interval")
+
+
+def answer_records(questions: Sequence[dict], logits: Sequence[np.ndarray], chains: Sequence[dict]) -> list[dict]:
+    """One stored record per question: readout logits, thinking answer, chain and post-chain logits."""
+    def rounded(x):
+        return None if x is None else [round(float(v), 5) for v in x]
+    return [{"id": q["id"], "family": q["family"], "level": q["level"], "task": q["task"],
+             "readout_logits": rounded(lg), "thinking_pred": c["thinking_pred"],
+             "chain_tokens": c["chain_tokens"], "finish_reason": c["finish_reason"], "chain": c["text"],
+             "post_logits": rounded(c["post_logits"])}
+            for q, lg, c in zip(questions, logits, chains)]
+
+
+def records_to_table(records: Sequence[dict], questions: Sequence[dict], temps: dict) -> dict:
+    """The per-item table of `records`, aligned to `questions` by id (a baseline's records may be ordered
+    differently or cover other questions: a question without a record is a clear error)."""
+    by_id = {r["id"]: r for r in records}
+    missing = [q["id"] for q in questions if q["id"] not in by_id]
+    if missing:
+        raise PipelineError(f"baseline records lack question {missing[0]!r} ({len(missing)} missing); "
+                            "rerun the baseline's evaluate stage on the same items")
+    rows = [by_id[q["id"]] for q in questions]
+    return dm.item_table(questions, [np.array(r["readout_logits"]) for r in rows],
+                         [r["thinking_pred"] for r in rows], [r["chain_tokens"] for r in rows],
+                         [r["finish_reason"] for r in rows],
+                         [None if r["post_logits"] is None else np.array(r["post_logits"]) for r in rows],
+                         temps.get("readout"), temps.get("post_chain"))
+
+
+def routing_at_30(curve: list[dict]) -> dict:
+    """Gap recovered when the lowest-margin 30% think, plus the plain accuracy change it is a ratio of."""
+    row = next(r for r in curve if abs(r["fraction"] - 0.3) < 1e-9)
+    return {"gap_recovered_at_30": dm.gap_recovered(curve, 0.3), "accuracy_at_30": row["accuracy"],
+            "accuracy_change_at_30": round(row["accuracy"] - row["readout_accuracy"], 6),
+            "thinking_minus_readout": round(row["thinking_accuracy"] - row["readout_accuracy"], 6)}
+
+
+def evaluate_records(records: Sequence[dict], questions: Sequence[dict], temps: dict, p: EvaluateParams,
+                     seed: int, baseline: tuple[str, Sequence[dict], dict] | None = None) -> tuple[dict, dict]:
+    """Metrics of one model's records and the plot data behind them.
+
+    `baseline` is (name, records, temperatures) of the model to compare with
+    (paired bootstrap on the same questions) or None. Returns (metrics, plot data).
+    """
+    table = records_to_table(records, questions, temps)
+    raw = records_to_table(records, questions, {})
+    head = dm.headline(table, p.ece_bins)
+    curve = dm.routing_curve(table)
+    metrics = {"n_items": len(questions), **head,
+               "readout_uncalibrated": dm.headline(raw, p.ece_bins)["readout"],
+               "ece_calibrated": head["readout"]["ece"], "temperatures": temps,
+               "ece_change": dm.ece_change(table, raw, p.ece_bins, p.bootstrap, seed),
+               "ece_noise_floor": {k: round(v, 6) for k, v in
+                                   stats.ece_noise_floor(table["confidence"], p.ece_bins, 200, seed).items()},
+               "by_family": {f: dm.headline(dm.subset(table, table["family"] == f), p.ece_bins)["readout"]
+                             for f in sorted(set(table["family"].tolist()))},
+               "routing": routing_at_30(curve),
+               "cis": dm.headline_cis(table, p.bootstrap, seed)}
+    if baseline is not None:
+        name, base_records, base_temps = baseline
+        metrics[f"vs_{name}"] = dm.vs_baseline(table, records_to_table(base_records, questions, base_temps),
+                                               p.bootstrap, seed)
+    plots = {"routing": curve, "accuracy_grid": dm.accuracy_grid(table),
+             "reliability": {"calibrated": dm.reliability(table, p.ece_bins), "T=1": dm.reliability(raw, p.ece_bins)}}
+    return metrics, plots

@@ -1,0 +1,45 @@
+"""The learning-rate sweep's config and rule, kept free of torch so `choose_lr` starts in a blink."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import read_json
+from decision_pipeline.common.params import rule
+
+
+@dataclass
+class LrSweepParams:
+    """params.yaml `lr_sweep`: short SFT runs that choose the learning rate."""
+    lrs: list[float] = rule(min=0.0, doc="learning rates tried (one lr_sweep@<lr> stage each)")
+    max_steps: int = rule(min=1, doc="steps of each short run")
+    max_examples: int = rule(min=1, doc="training examples of each short run (the same seeded subset)")
+
+    def __post_init__(self) -> None:
+        if not self.lrs:
+            raise PipelineError("params.yaml: lr_sweep.lrs is empty; list at least one learning rate")
+
+
+def lr_rule(results: dict[float, float]) -> float:
+    """The learning rate with the lowest dev NLL; ties (to 1e-6) go to the lower rate."""
+    best = min(round(v, 6) for v in results.values())
+    return min(lr for lr, v in results.items() if round(v, 6) == best)
+
+
+def sweep_file(sweep_dir: str, lr: float) -> str:
+    """Where lr_sweep@<lr> writes its metrics (one name, used by both stages' dvc.yaml entries)."""
+    return f"{sweep_dir}/{lr:g}.json"
+
+
+def choose_lr(lrs: list[float], sweep_dir: str) -> dict:
+    """Read each rate's dev NLL and apply `lr_rule`; a missing sweep file names the rate to rerun."""
+    results = {}
+    for lr in lrs:
+        path = sweep_file(sweep_dir, lr)
+        if not Path(path).is_file():
+            raise PipelineError(f"{path}: missing; run `dvc repro lr_sweep@{lr:g}`")
+        results[lr] = read_json(path)["dev"]["nll"]
+    chosen = lr_rule(results)
+    return {"chosen_lr": chosen, "rule": "lowest dev NLL, ties to the lower rate",
+            "dev_nll": {f"{lr:g}": v for lr, v in sorted(results.items())}}
