@@ -29,11 +29,28 @@ from decision_pipeline.decision.questions import LABELS, gold_index
 MAX_LABELS = len(LABELS)
 
 
-def readout_target(q: dict, votes: Sequence[int | None], alpha: float) -> list[float]:
-    """alpha·one-hot(gold) + (1−alpha)·vote share; with no parsed vote, the gold alone."""
+def gold_target(q: dict) -> np.ndarray:
+    """The item's own target over its options in option order: soft where the item is soft
+    (count/score questions, external soft labels), one-hot at the gold option otherwise."""
     n = len(q["options"])
-    gold = np.zeros(n)
-    gold[gold_index(q)] = 1.0
+    target = q.get("target")
+    if not target:
+        gold = np.zeros(n)
+        gold[gold_index(q)] = 1.0
+        return gold
+    return np.array([float(target.get(o["id"], 0.0)) for o in q["options"]])
+
+
+def is_soft(target: Sequence[float]) -> bool:
+    """A target with more than one option above zero."""
+    return sum(1 for p in target if p > 1e-9) > 1
+
+
+def readout_target(q: dict, votes: Sequence[int | None], alpha: float) -> list[float]:
+    """alpha·gold + (1−alpha)·vote share of the model's own parsed chains; with no parsed vote,
+    the gold alone. `gold` is the item's target (`gold_target`), so soft items stay soft."""
+    n = len(q["options"])
+    gold = gold_target(q)
     counts = Counter(v for v in votes if v is not None and 0 <= v < n)
     if not counts:
         return gold.tolist()
@@ -71,7 +88,9 @@ def build_joint_examples(tok: PreTrainedTokenizerBase, questions: Sequence[dict]
     """Readout examples for every question (`readout_copies` each) and one per kept chain.
 
     Returns the examples (chains first, then readouts, in question-id order) and
-    how many chains were dropped for exceeding `max_length`.
+    how many chains were dropped for exceeding `max_length`. Each readout example
+    carries `target_soft` (its final target has mass on more than one option) and
+    `gold_soft` (the item's own target is soft) so the stage can count them.
     """
     by_id = {q["id"]: q for q in questions}
     examples, too_long = [], 0
@@ -83,7 +102,10 @@ def build_joint_examples(tok: PreTrainedTokenizerBase, questions: Sequence[dict]
             examples.append(ex)
     for q in sorted(questions, key=lambda q: q["id"]):
         target = readout_target(q, votes.get(q["id"], []), alpha)
-        examples += [readout_example(tok, q, target, prompt_loss_weight)] * readout_copies
+        example = readout_example(tok, q, target, prompt_loss_weight)
+        example.update(target_soft=is_soft(target), gold_soft=is_soft(gold_target(q)),
+                       voted=any(v is not None for v in votes.get(q["id"], [])))
+        examples += [example] * readout_copies
     return examples, too_long
 
 

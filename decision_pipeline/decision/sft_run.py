@@ -89,11 +89,20 @@ def run_sft(p: SFTParams, lr: float, seed: int, model: PreTrainedModel, tok: Pre
     metrics = {"chosen_lr": lr, "dev": {k: dev_metrics[k] for k in ("accuracy", "nll", "ece", "n")},
                "train_examples": len(examples), "chains_too_long": too_long,
                "chain_examples": sum(ex["kind"] == "chain" for ex in examples),
+               "readout_targets": readout_target_counts(examples),
                "train_tokens": int(tokens_per_step * p.max_steps),
                "tokens_per_second": throughput["tokens_per_second"],
                "final": parts[-1] if parts else None,
                "train_loss": next((h["train_loss"] for h in reversed(history) if "train_loss" in h), None)}
     return peft_model, merged, metrics, parts
+
+
+def readout_target_counts(examples: list[dict]) -> dict:
+    """How many readout targets were actually soft, and why (the item's own target, or chain votes)."""
+    readouts = [ex for ex in examples if ex["kind"] == "readout"]
+    return {"total": len(readouts), "soft": sum(ex["target_soft"] for ex in readouts),
+            "soft_from_item": sum(ex["gold_soft"] for ex in readouts),
+            "with_model_votes": sum(ex["voted"] for ex in readouts)}
 
 
 def sweep_point(sweep: LrSweepParams, p: SFTParams, lr: float, seed: int, model: PreTrainedModel,

@@ -83,11 +83,17 @@ def dev_readout_metrics(model: PreTrainedModel, tok: PreTrainedTokenizerBase, qu
     return readout_summary(logits, questions)
 
 
+VOTING_SOURCES = ("base",)  # the model's own chains; a teacher's (the rule-based solver) never votes
+
+
 def parse_votes(chains: Sequence[dict], questions_by_id: dict[str, dict]) -> dict[str, list[int | None]]:
-    """Parsed answers of every generated chain, per question (the readout target's vote part)."""
+    """Parsed answers of the model's own generated chains, per question (the readout target's vote part).
+
+    Teacher chains are excluded: the solver's answer is the gold, so counting it
+    as a vote would turn the soft target back into one-hot gold."""
     votes: dict[str, list[int | None]] = {}
     for c in chains:
         q = questions_by_id.get(c["question_id"])
-        if q is not None:
+        if q is not None and c.get("source") in VOTING_SOURCES:
             votes.setdefault(c["question_id"], []).append(parse_answer(c["text"], len(q["options"])))
     return votes

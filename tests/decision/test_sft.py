@@ -101,3 +101,19 @@ def test_trainer_uses_the_length_aware_loader(tiny_dir, tiny, questions, tmp_pat
     s = sft_params(max_steps=2, lora_targets=["q_proj"], long_chain_tokens=40)
     _, _, parts = train_joint(load_model(tiny_dir), tok, examples, s, 1e-3, 3, tmp_path / "w")
     assert len(parts) == 2 and all(np.isfinite([p["chain_loss"] for p in parts]))
+
+
+def test_soft_items_keep_their_soft_target():
+    q = {"options": [{"id": "a"}, {"id": "b"}, {"id": "c"}], "gold": "b", "target": {"a": 0.2, "b": 0.7, "c": 0.1}}
+    assert readout_target(q, [], alpha=0.5) == pytest.approx([0.2, 0.7, 0.1])
+    assert readout_target(q, [0, 0], alpha=0.5) == pytest.approx([0.6, 0.35, 0.05])
+
+
+def test_teacher_chains_are_not_votes():
+    from decision_pipeline.decision.sft_trainer import parse_votes
+    q = {"id": "q1", "options": [{"id": "a"}, {"id": "b"}], "gold": "a"}
+    chains = [{"question_id": "q1", "source": "teacher", "text": "<think>\nx\n</think>\nAnswer: A"},
+              {"question_id": "q1", "source": "base", "text": "<think>\ny\n</think>\nAnswer: B"}]
+    assert parse_votes(chains, {"q1": q}) == {"q1": [1]}
+    target = readout_target(q, parse_votes(chains, {"q1": q})["q1"], alpha=0.5)
+    assert target == pytest.approx([0.5, 0.5])  # one model vote for B, not diluted by the solver's gold
