@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
                        key=lambda q: q["id"])
     metrics = generate_to_log(p, seed, model, tok, args.model, questions, args.out, started)
     if metrics.pop("stopped_early"):
-        print(f"error: generate: deadline of {p.deadline_minutes} min reached with {metrics['records']} records; "
+        print(f"error: generate: {metrics['why']}; {metrics['records']} records kept in {args.out}; "
               "rerun `dvc repro` to resume", file=sys.stderr)
         raise SystemExit(3)
     write_json(args.metrics, metrics)

@@ -7,20 +7,21 @@ finishes with the same records an uninterrupted run writes.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from transformers import PreTrainedTokenizerBase
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.fingerprint import model_fingerprint, run_fingerprint
-from decision_pipeline.common.io import JsonlAppender, read_jsonl
+from decision_pipeline.common.io import JsonlAppender, read_jsonl, write_jsonl
 from decision_pipeline.common.log import info, progress
 from decision_pipeline.common.params import rule
 from decision_pipeline.decision.prompts import encode, thinking_prefix
 from decision_pipeline.decision.questions import LABELS, THINK_OPEN, assistant_answer, gold_index
 from decision_pipeline.lm.backends import BACKENDS, Backend, Completion, SamplingSettings, backend_for_model, make_backend
+from decision_pipeline.lm.backends.openai import TokenCapReached
 
 
 @dataclass
@@ -40,6 +41,11 @@ class GenerateParams:
     teacher_base_url: str = rule(doc="teacher endpoint when teacher is openai, e.g. http://127.0.0.1:8000/v1")
     teacher_model: str = rule(doc="model name the teacher endpoint serves")
     concurrency: int = rule(min=1, doc="parallel requests to the teacher endpoint")
+    teacher_token_cap: int = rule(min=0, doc="completion tokens the teacher may spend over the whole log, resumes "
+                                             "included (0 = no cap); at the cap the stage stops cleanly and a "
+                                             "rerun with a higher cap continues")
+    teacher_usd_per_mtok_in: float = rule(min=0.0, doc="teacher price per million prompt tokens (cost estimate)")
+    teacher_usd_per_mtok_out: float = rule(min=0.0, doc="teacher price per million completion tokens (cost estimate)")
     deadline_minutes: float = rule(min=0.0, doc="stop cleanly at a chunk boundary after this long (0 = none); "
                                                 "`dvc repro` resumes")
     target_pool_size: int = rule(min=1, doc="questions in the production pool, for the CPU/GPU-hours extrapolation")
@@ -114,17 +120,55 @@ def generate_chains(questions: Sequence[dict], sources: dict[str, Backend | None
     return stats
 
 
-def chain_sources(p: GenerateParams, model, tok: PreTrainedTokenizerBase, model_dir: str) -> dict[str, Backend | None]:
-    """The chain sources in generation order: the base model, then the teacher (None = solver)."""
-    sources: dict[str, Backend | None] = {"base": backend_for_model(p.backend, model, tok, model_dir, p.batch_size)}
-    if p.teacher == "solver":
-        sources["teacher"] = None
-    elif p.teacher == "openai":
+# Knobs that decide how far or how fast a run goes, never what a record holds: changing
+# them must not discard a resumable log (raising the teacher's cap continues the run).
+RUN_CONTROL = ("deadline_minutes", "teacher_token_cap", "teacher_usd_per_mtok_in", "teacher_usd_per_mtok_out",
+               "concurrency", "threads")
+
+
+def log_fingerprint(p: GenerateParams, seed: int, model_dir: str) -> str:
+    """What a resumable chain log must match: the content-deciding params, the seed and the base weights."""
+    content = {k: v for k, v in asdict(p).items() if k not in RUN_CONTROL}
+    return run_fingerprint(content, seed, model_fingerprint(model_dir))
+
+
+def teacher_spent(records: Iterable[dict]) -> int:
+    """Completion tokens of the teacher chains already in the log (they count against the cap on resume)."""
+    return sum(r["n_tokens"] for r in records if r["source"] == "teacher")
+
+
+def chain_sources(p: GenerateParams, model, tok: PreTrainedTokenizerBase, model_dir: str,
+                  spent: int = 0) -> dict[str, Backend | None]:
+    """The chain sources in generation order: the base model, then the teacher (None = solver).
+
+    An OpenAI-compatible teacher is probed first, so an unreachable endpoint fails
+    before the base model's generation rather than after it."""
+    sources: dict[str, Backend | None] = {}
+    teacher: Backend | None = None
+    if p.teacher == "openai":
         if not p.teacher_base_url:
             raise PipelineError("params.yaml: generate.teacher_base_url is empty; set it or use teacher: solver")
-        sources["teacher"] = make_backend("openai", base_url=p.teacher_base_url, model=p.teacher_model,
-                                          concurrency=p.concurrency, tokenizer=tok)
+        cap = max(p.teacher_token_cap - spent, 0) if p.teacher_token_cap else None
+        teacher = make_backend("openai", base_url=p.teacher_base_url, model=p.teacher_model,
+                               concurrency=p.concurrency, tokenizer=tok, token_cap=cap)
+        teacher.probe()
+    sources["base"] = backend_for_model(p.backend, model, tok, model_dir, p.batch_size)
+    if p.teacher != "none":
+        sources["teacher"] = teacher
     return sources
+
+
+def teacher_accounting(records: Sequence[dict], questions_by_id: Mapping[str, dict], tok: PreTrainedTokenizerBase,
+                       p: GenerateParams, stopped_by_cap: bool) -> dict:
+    """Tokens in/out of the teacher's chains in the log and what they cost at the configured prices."""
+    teacher = [r for r in records if r["source"] == "teacher"]
+    tokens_in = sum(len(thinking_prefix(tok, questions_by_id[r["question_id"]])) for r in teacher)
+    tokens_out = sum(r["n_tokens"] for r in teacher)
+    priced = p.teacher == "openai"
+    cost = (tokens_in * p.teacher_usd_per_mtok_in + tokens_out * p.teacher_usd_per_mtok_out) / 1e6
+    return {"source": p.teacher, "chains": len(teacher), "tokens_in": tokens_in, "tokens_out": tokens_out,
+            "estimated_usd": round(cost, 4) if priced else 0.0, "token_cap": p.teacher_token_cap,
+            "stopped_by_cap": stopped_by_cap}
 
 
 def generate_to_log(p: GenerateParams, seed: int, model, tok: PreTrainedTokenizerBase, model_dir: str,
@@ -137,12 +181,15 @@ def generate_to_log(p: GenerateParams, seed: int, model, tok: PreTrainedTokenize
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    fp = run_fingerprint(p, seed, model_fingerprint(model_dir))
+    fp = log_fingerprint(p, seed, model_dir)
     fp_file, log_file = out / "fingerprint.txt", out / "chains.jsonl"
     if not fp_file.exists() or fp_file.read_text().strip() != fp:
         log_file.unlink(missing_ok=True)  # params or base model changed: old chains are not resumable
-        fp_file.write_text(fp + "\n")
-    sources = chain_sources(p, model, tok, model_dir)
+        tmp = fp_file.with_suffix(".tmp")
+        tmp.write_text(fp + "\n")
+        tmp.replace(fp_file)
+    spent = teacher_spent(read_jsonl(log_file)) if log_file.is_file() else 0
+    sources = chain_sources(p, model, tok, model_dir, spent)
     settings = SamplingSettings(max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
                                 n=p.k, seed=seed, stop_token_ids=(tok.eos_token_id,))
     deadline = started + 60 * p.deadline_minutes if p.deadline_minutes else None
@@ -150,11 +197,25 @@ def generate_to_log(p: GenerateParams, seed: int, model, tok: PreTrainedTokenize
         if log.dropped_partial:
             info("generate", "dropped a torn last line from the previous run")
         resumed = len(log.done)
-        stats = generate_chains(questions, sources, settings, tok, log, p.chunk, deadline,
-                                progress=lambda it: progress(it, desc="generate", unit="chunk"))
+        try:
+            stats = generate_chains(questions, sources, settings, tok, log, p.chunk, deadline,
+                                    progress=lambda it: progress(it, desc="generate", unit="chunk"))
+        except TokenCapReached as exc:
+            return {"stopped_early": True, "records": len(log.done), "stopped_by": "token_cap", "why": str(exc)}
     if stats["stopped_early"]:
-        return {"stopped_early": True, "records": len(log.done)}
-    return generation_metrics(read_jsonl(log_file), questions, stats, resumed, p)
+        return {"stopped_early": True, "records": len(log.done), "stopped_by": "deadline",
+                "why": f"deadline of {p.deadline_minutes} min reached"}
+    records = canonical_order(read_jsonl(log_file))
+    write_jsonl(log_file, records)  # atomic rewrite in canonical order: a repaired or resumed log hashes the same
+    metrics = generation_metrics(records, questions, stats, resumed, p)
+    metrics["teacher"] = teacher_accounting(records, {q["id"]: q for q in questions}, tok, p, False)
+    return metrics
+
+
+def canonical_order(records: list[dict]) -> list[dict]:
+    """Records sorted by (question id, source, sample): a log repaired by hand or resumed in another
+    order reads the same (the tie-break is the record id itself, which is unique)."""
+    return sorted(records, key=lambda r: (r["question_id"], r["source"], r["sample"]))
 
 
 def generation_metrics(records: Sequence[dict], questions: Sequence[dict], stats: dict, resumed: int,
@@ -167,7 +228,6 @@ def generation_metrics(records: Sequence[dict], questions: Sequence[dict], stats
     return {"stopped_early": False, "questions": len(questions), "records": len(records), "resumed_records": resumed,
             "base": {"chains": len(base), "finished": sum(r["finish_reason"] == "stop" for r in base),
                      "truncated": sum(r["finish_reason"] == "length" for r in base)},
-            "teacher": {"source": p.teacher, "chains": len(records) - len(base)},
             "throughput": {"tokens_per_second": round(stats["gen_tokens"] / gen_s, 2) if gen_q else None,
                            "items_per_minute": round(60 * gen_q / gen_s, 2) if gen_q else None,
-                           "device_hours_for_target_pool": hours}}
+                           "hours_for_target_pool_on_this_machine": hours}}

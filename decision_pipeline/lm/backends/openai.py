@@ -25,7 +25,10 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.log import progress
 from decision_pipeline.lm.backends import Completion, SamplingSettings
 
-FIX = "start the server or fix generate.teacher.base_url in params.yaml"
+
+
+class TokenCapReached(PipelineError):
+    """The backend's completion-token cap is spent; work done before it is kept (a resume continues)."""
 
 
 class _Retryable(Exception):
@@ -49,15 +52,17 @@ class OpenAIBackend:
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", concurrency: int = 4,
                  timeout_s: float = 60, max_retries: int = 4, backoff_s: float = 0.5,
-                 token_cap: int | None = None, tokenizer: Any = None):
+                 token_cap: int | None = None, tokenizer: Any = None, url_key: str = "generate.teacher_base_url",
+                 cap_key: str = "generate.teacher_token_cap"):
         if concurrency < 1 or max_retries < 0 or timeout_s <= 0:
             raise PipelineError("openai backend: concurrency must be >= 1, max_retries >= 0 and timeout_s > 0 "
-                                "(generate.teacher in params.yaml)")
+                                "(see the backend settings in params.yaml)")
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/completions"
         self.model, self.api_key_env, self.concurrency = model, api_key_env, concurrency
         self.timeout_s, self.max_retries, self.backoff_s = timeout_s, max_retries, backoff_s
         self.token_cap, self.tokenizer = token_cap, tokenizer
+        self.url_key, self.cap_key = url_key, cap_key  # the params keys named in error messages
         self.completion_tokens = 0  # spent so far, all generate() calls together
         self._lock = threading.Lock()
 
@@ -124,8 +129,25 @@ class OpenAIBackend:
                 raise self._cap_error()
 
     def _cap_error(self) -> PipelineError:
-        return PipelineError(f"openai backend: token cap hit ({self.completion_tokens} completion tokens spent, "
-                             f"cap {self.token_cap}); raise generate.teacher.token_cap in params.yaml or generate less")
+        return TokenCapReached(f"openai backend: token cap hit ({self.completion_tokens} completion tokens spent, "
+                               f"cap {self.token_cap}); raise {self.cap_key} in params.yaml and rerun to continue")
+
+    def probe(self, timeout_s: float = 5.0) -> None:
+        """Fail fast, before any expensive work, when the endpoint does not answer `GET /models`."""
+        request = urllib.request.Request(f"{self.base_url}/models", method="GET")
+        key = os.environ.get(self.api_key_env)
+        if key:
+            request.add_header("Authorization", f"Bearer {key}")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as resp:
+                resp.read()
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                raise PipelineError(f"openai backend: {self.base_url} refused the key (HTTP {exc.code}); "
+                                    f"set {self.api_key_env}") from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise PipelineError(f"openai backend: {self.base_url} is unreachable ({_reason(exc)}); "
+                                f"start the server or fix {self.url_key} in params.yaml") from None
 
     def _post(self, body: dict[str, Any], abort: threading.Event) -> dict[str, Any]:
         data = json.dumps(body).encode()
@@ -144,7 +166,7 @@ class OpenAIBackend:
             except _Retryable as exc:
                 last = exc
         raise PipelineError(f"openai backend: {self.base_url} {last.kind} after {self.max_retries} retries "
-                            f"({last.detail}); {FIX}")
+                            f"({last.detail}); start the server or fix {self.url_key} in params.yaml")
 
     def _attempt(self, data: bytes, headers: dict[str, str]) -> dict[str, Any]:
         request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
@@ -157,7 +179,7 @@ class OpenAIBackend:
                 raise _Retryable("kept failing", f"HTTP {exc.code}: {detail}") from None
             hint = f"set {self.api_key_env}" if exc.code in (401, 403) else "check model and sampling settings"
             raise PipelineError(f"openai backend: {self.url} rejected the request (HTTP {exc.code}: {detail}); "
-                                f"{hint} (generate.teacher in params.yaml)") from None
+                                f"{hint} ({self.url_key} in params.yaml)") from None
         except (OSError, http.client.HTTPException) as exc:  # URLError, refused, reset, timeout
             reason = _reason(exc)
             timed_out = isinstance(getattr(exc, "reason", exc), TimeoutError) or "timed out" in reason
