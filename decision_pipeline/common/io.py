@@ -118,7 +118,13 @@ class JsonlAppender:
         if key in self.done:
             raise ValueError(f"{self.path}: id {key!r} already written")
         line = (json.dumps(record, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
-        os.write(self._fd, line)
+        written = os.write(self._fd, line)
+        if written != len(line):
+            # a short write (disk full, signal) left a torn line: cut it now so the file ends on a
+            # whole record, and fail loudly instead of writing the next record behind a fragment
+            os.ftruncate(self._fd, os.lseek(self._fd, 0, os.SEEK_END) - written)
+            raise OSError(f"{self.path}: short write ({written} of {len(line)} bytes) for id {key!r}; "
+                          "check free disk space and rerun to resume")
         if self.fsync:
             os.fsync(self._fd)
         self.done.add(key)
@@ -187,6 +193,8 @@ def write_table(path: str | Path, rows: list[dict], schema: pa.Schema) -> None:
     tmp = _tmp_sibling(path, ".parquet")
     try:
         pq.write_table(table, tmp)
+        with open(tmp, "rb") as fh:  # flushed to disk before the rename makes it visible
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

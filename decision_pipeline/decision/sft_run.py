@@ -74,7 +74,8 @@ def run_sft(p: SFTParams, lr: float, seed: int, model: PreTrainedModel, tok: Pre
     claim_work_dir(work, sft_fingerprint(p, lr, seed, examples, base_dir))
     start_step = completed_step(work)
     started = time.time()
-    peft_model, history, parts = train_joint(model, tok, examples, p, lr, seed, work, resume=True)
+    peft_model, history, parts = train_joint(model, tok, examples, p, lr, seed, work, resume=True,
+                                             on_save=lambda so_far: merge_loss_log(work, start_step, so_far))
     seconds = time.time() - started
     tokens_per_step = sum(len(ex["input_ids"]) for ex in examples) / len(examples) * p.batch_size
     throughput_file = work / "throughput.json"

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from datasets import Dataset
 from peft import LoraConfig
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 from trl import SFTConfig
 
 from decision_pipeline.common.params import rule
@@ -43,11 +43,13 @@ class SFTParams:
 
 def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: Sequence[dict], s: SFTParams,
                 lr: float, seed: int, work_dir: str | Path, max_steps: int | None = None,
-                resume: bool = False) -> tuple[PreTrainedModel, list[dict], list[dict]]:
+                resume: bool = False,
+                on_save: Callable[[list[dict]], None] | None = None) -> tuple[PreTrainedModel, list[dict], list[dict]]:
     """Train one LoRA adapter on the joint examples; returns (peft model, trainer log, loss parts).
 
     `lr` and `seed` are resolved by the caller (sweep pick, seed offset); `max_steps`
     overrides `s.max_steps` for the sweep's short runs. bf16 only on a GPU.
+    `on_save(loss parts so far)` runs at every checkpoint, so a killed run keeps its loss log.
     """
     steps = max_steps or s.max_steps
     columns = ("input_ids", "loss_weights", "readout_pos", "readout_label_ids", "readout_target")
@@ -70,10 +72,23 @@ def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: 
     trainer = JointSFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tok,
                               data_collator=JointCollator(tok.pad_token_id), peft_config=lora,
                               readout_weight=s.readout_weight, long_chain_tokens=s.long_chain_tokens)
+    if on_save is not None:
+        trainer.add_callback(_SaveLossLog(lambda: on_save(list(trainer.part_log))))
     has_checkpoint = resume and any(Path(work_dir).glob("checkpoint-*"))
     trainer.train(resume_from_checkpoint=True if has_checkpoint else None)
     trainer.model.eval()
     return trainer.model, trainer.state.log_history, trainer.part_log
+
+
+class _SaveLossLog(TrainerCallback):
+    """Calls `write` after each checkpoint is saved."""
+
+    def __init__(self, write: Callable[[], None]):
+        self.write = write
+
+    def on_save(self, args, state, control, **kwargs):
+        self.write()
+        return control
 
 
 def dev_readout_metrics(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questions: Sequence[dict],

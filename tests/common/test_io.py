@@ -461,3 +461,21 @@ def test_read_table_missing_file(tmp_path):
     with pytest.raises(PipelineError, match="file not found") as excinfo:
         read_table(tmp_path / "nope.parquet", SCHEMA)
     assert "nope.parquet" in str(excinfo.value)
+
+
+def test_short_write_is_cut_back_and_reported(tmp_path, monkeypatch):
+    import os as _os
+
+    import pytest as _pytest
+
+    from decision_pipeline.common.io import JsonlAppender, read_jsonl
+    path = tmp_path / "log.jsonl"
+    with JsonlAppender(path) as log:
+        log.append({"id": "a", "x": 1})
+        real_write = _os.write
+        monkeypatch.setattr(_os, "write", lambda fd, data: real_write(fd, data[:5]))
+        with _pytest.raises(OSError, match="short write"):
+            log.append({"id": "b", "x": 2})
+        monkeypatch.setattr(_os, "write", real_write)
+        log.append({"id": "c", "x": 3})
+    assert [r["id"] for r in read_jsonl(path)] == ["a", "c"]

@@ -117,3 +117,13 @@ def test_teacher_chains_are_not_votes():
     assert parse_votes(chains, {"q1": q}) == {"q1": [1]}
     target = readout_target(q, parse_votes(chains, {"q1": q})["q1"], alpha=0.5)
     assert target == pytest.approx([0.5, 0.5])  # one model vote for B, not diluted by the solver's gold
+
+
+def test_loss_log_is_written_at_every_checkpoint(tiny_dir, tiny, questions, tmp_path):
+    _, tok = tiny
+    kept = [{"id": f"c{i}", "question_id": q["id"], "text": "<think>\nx\n</think>\nAnswer: A"} for i, q in enumerate(questions[:6])]
+    examples, _ = build_joint_examples(tok, questions[:6], kept, {}, 0.5, 1.0, 512)
+    seen = []
+    train_joint(load_model(tiny_dir), tok, examples, sft_params(max_steps=4, save_steps=2), 1e-3, 3, tmp_path / "w",
+                on_save=lambda parts: seen.append([p["step"] for p in parts]))
+    assert seen == [[1, 2], [1, 2, 3, 4]]
