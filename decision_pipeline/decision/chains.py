@@ -257,10 +257,14 @@ def selection_metrics(questions: Sequence[dict], judged: Sequence[dict], kept: S
         answers = {c["parsed"] for c in chains}
         unanimous += bool(chains) and len(answers) == 1 and None not in answers
     fam_total, fam_parsed = Counter(), Counter()
+    src_total, src_parsed, src_correct = Counter(), Counter(), Counter()
     for c in judged:
-        fam = by_id[c["question_id"]].get("family", "unknown")
+        fam = (c["source"], by_id[c["question_id"]].get("family", "unknown"))
         fam_total[fam] += 1
         fam_parsed[fam] += c["parsed"] is not None
+        src_total[c["source"]] += 1
+        src_parsed[c["source"]] += c["parsed"] is not None
+        src_correct[c["source"]] += bool(c["correct"])
     n_q = len(questions)
     counts = drop_counts(judged)
     return {
@@ -276,7 +280,12 @@ def selection_metrics(questions: Sequence[dict], judged: Sequence[dict], kept: S
         "lookups_dropped": counts["lookup"],
         "unparsed": counts["unparsed"],
         "kept_tokens": sum(c["n_tokens"] for c in kept),
-        "parse_rate_by_family": {f: fam_parsed[f] / fam_total[f] for f in sorted(fam_total)},
+        # per source: in the default profile the teacher is the rule-based solver, so pooled rates
+        # would report the solver's parse rate as the model's
+        "by_source": {s: {"generated": src_total[s], "parse_rate": src_parsed[s] / src_total[s],
+                          "correct": src_correct[s]} for s in sorted(src_total)},
+        "parse_rate_by_family": {s: {f: fam_parsed[(s, f)] / fam_total[(s, f)] for (s2, f) in sorted(fam_total)
+                                     if s2 == s} for s in sorted(src_total)},
         "drop_counts": counts,
     }
 

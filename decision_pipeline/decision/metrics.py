@@ -258,6 +258,17 @@ def vs_baseline(table_model: Table, table_base: Table, n_resamples: int = 2000, 
         d, lo, hi = stats.paired_bootstrap_diff(table_model[col].astype(float), table_base[col][idx].astype(float),
                                                 n_resamples=n_resamples, seed=seed)
         out[key] = {"diff": _r(d), "ci_low": _r(lo), "ci_high": _r(hi)}
+    # where a gain comes from: the readout difference per question family, each with its own paired CI
+    families = table_model["family"]
+    out["by_family"] = {}
+    for fam in sorted(set(families.tolist())):
+        m = families == fam
+        d, lo, hi = stats.paired_bootstrap_diff(table_model["readout_correct"][m].astype(float),
+                                                table_base["readout_correct"][idx][m].astype(float),
+                                                n_resamples=n_resamples, seed=seed)
+        out["by_family"][str(fam)] = {"n": int(m.sum()), "model": _r(np.mean(table_model["readout_correct"][m])),
+                                      "baseline": _r(np.mean(table_base["readout_correct"][idx][m])),
+                                      "diff": _r(d), "ci_low": _r(lo), "ci_high": _r(hi)}
     return out
 
 

@@ -224,7 +224,12 @@ def test_selection_metrics_on_a_hand_computed_example():
     assert sum(m["correct_of_k"].values()) == len(qs)
     assert m["questions_with_correct"] == 0.5 and m["unanimity"] == 0.5  # kw1, lg2 agree; ct1 has none
     assert (m["loops_dropped"], m["lookups_dropped"], m["unparsed"]) == (1, 1, 0)
-    assert m["parse_rate_by_family"] == {"keyword": 1.0, "larger": 5 / 6}
+    assert m["parse_rate_by_family"] == {"base": {"keyword": 1.0, "larger": 5 / 6}}
+    assert m["by_source"] == {"base": {"generated": 9, "parse_rate": 8 / 9, "correct": 4}}
+    teacher = judge_chain(chain("ct1", "count: 1.", "B", source="teacher", n_tokens=5), by_id["ct1"])
+    m2 = selection_metrics(qs, js + [teacher], kept)
+    assert m2["by_source"]["teacher"] == {"generated": 1, "parse_rate": 1.0, "correct": 1}
+    assert m2["parse_rate_by_family"]["teacher"] == {"count": 1.0}  # never pooled with the model's chains
     with pytest.raises(PipelineError, match="unknown question"):
         selection_metrics(qs[:1], js, kept)
 

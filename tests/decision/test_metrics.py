@@ -294,3 +294,19 @@ def test_ece_change_is_zero_for_identical_tables_and_signed_otherwise():
     worse = {"readout_correct": corr, "confidence": np.full(200, 0.99)}  # confidence 0.99 at accuracy 0.625
     out = ece_change(worse, raw, n_bins=10, n_resamples=50)
     assert out["diff"] == round(abs(0.99 - 0.625) - abs(0.6 - 0.625), 6) and out["ci_low"] > 0
+
+
+def test_vs_baseline_by_family_locates_the_gain():
+    n = 40
+    fams = ["A"] * 20 + ["B"] * 20
+    qs = [question(i, 2, 0, family=fams[i]) for i in range(n)]
+    base_ok = [i % 2 == 0 for i in range(n)]
+    model_ok = [True if fams[i] == "A" else base_ok[i] for i in range(n)]   # gains only in family A
+
+    def table(ok):
+        return metrics.item_table(qs, [onehot_logits(0 if o else 1, 2) for o in ok], [0] * n, [5] * n,
+                                  ["stop"] * n, [None] * n)
+    out = metrics.vs_baseline(table(model_ok), table(base_ok), n_resamples=300)
+    a, b = out["by_family"]["A"], out["by_family"]["B"]
+    assert (a["n"], a["model"], a["baseline"], a["diff"]) == (20, 1.0, 0.5, 0.5) and a["ci_low"] > 0
+    assert (b["diff"], b["ci_low"], b["ci_high"]) == (0.0, 0.0, 0.0)
