@@ -34,6 +34,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_curation.py
 	$(PY) benchmarks/bench_s1mb.py
+	$(PY) benchmarks/bench_sampling.py --model models/base
 
 # A local S3-compatible server (moto, in memory) at the default remote's endpoint,
 # for trying `dvc push` / `dvc pull`; see README "Remote storage"

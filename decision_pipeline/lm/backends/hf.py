@@ -6,11 +6,12 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
 from decision_pipeline.common.log import progress
 from decision_pipeline.lm.backends import Completion, SamplingSettings
 from decision_pipeline.lm.readout import pad_left
+from decision_pipeline.lm.sampling import TemperatureTopP
 
 
 class HFBackend:
@@ -33,10 +34,12 @@ class HFBackend:
             torch.manual_seed(settings.seed * 100_003 + b)  # per-batch seed: reruns reproduce
             started = time.perf_counter()
             sampled = settings.temperature > 0
+            # temperature and top-p in one processor that avoids a full-vocabulary sort per step
+            warp = LogitsProcessorList([TemperatureTopP(settings.temperature, settings.top_p)]) if sampled else None
             out = self.model.generate(
                 input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device), max_new_tokens=settings.max_new_tokens,
-                do_sample=sampled, temperature=settings.temperature if sampled else None,
-                top_p=settings.top_p if sampled else None, top_k=0 if sampled else None,
+                do_sample=sampled, temperature=1.0 if sampled else None, top_p=1.0 if sampled else None,
+                top_k=0 if sampled else None, logits_processor=warp,
                 eos_token_id=sorted(stops), pad_token_id=pad)
             seconds = (time.perf_counter() - started) / len(batch)
             for row, j in enumerate(batch):
