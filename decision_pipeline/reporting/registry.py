@@ -115,7 +115,7 @@ def resolve(store: Store, h: Headline) -> Row | None:
         key = h.keys[0]                  # store.number raises the error naming file and key
     value = store.number(h.file, key, nullable=h.nullable)
     nfile = h.noise_file or h.file
-    get = lambda rel, k: None if k is None else store.number(rel, k)  # noqa: E731
+    get = lambda rel, k: None if k is None else store.number(rel, k, nullable=h.nullable)  # noqa: E731
     if h.optional and any(k is not None and not store.has(h.file, k) for k in (h.lo, h.hi)):
         return Row(h, key, value)
     return Row(h, key, value, get(h.file, h.lo), get(h.file, h.hi), get(nfile, h.noise), get(nfile, h.floor))

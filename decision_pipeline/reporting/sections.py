@@ -199,10 +199,23 @@ CHARTER_METRICS = ("metrics/charter/**/*.json",)
 CHARTER_PLOTS = ("plots/charter/**/*.png", "plots/rank_generators/**/*.png", "plots/judge_agreement/**/*.png")
 
 
+AGREEMENT, RANKING = "metrics/charter/judge_agreement.json", "metrics/charter/ranking.json"
+
+
 def charter_text(s: Store) -> list[str]:
+    """Guarded: reads judge_agreement's kappa/CI and the ranking's order only where present (issue 11 in progress)."""
+    out = []
+    if s.has(RANKING, "order") and isinstance(s.raw(RANKING, "order"), list):
+        out.append("Generator ranking (quality first among the affordable): "
+                   + " > ".join(map(str, s.raw(RANKING, "order"))) + ".")
+    if all(s.has(AGREEMENT, k) for k in ("kappa", "ci_low", "ci_high")):
+        k, lo, hi = (s.number(AGREEMENT, key, nullable=True) for key in ("kappa", "ci_low", "ci_high"))
+        if k is not None and lo is not None and hi is not None:
+            spread = s.number(AGREEMENT, "kappa_spread", nullable=True) if s.has(AGREEMENT, "kappa_spread") else None
+            out.append(f"Judge vs human reviews: Cohen's kappa {k:.2f} (95% CI [{lo:.2f}, {hi:.2f}])"
+                       + (f", spread over repeated judge runs {spread:.2f}" if spread is not None else "") + ".")
     files = [p for pat in CHARTER_METRICS for p in s.glob(pat)]
-    return [f"Annotation-model selection metrics: {', '.join(files)}. This entry embeds the stage's own figures; "
-            "add its headline keys (kappa with CI, accept rates) to the registry once their schema is fixed."]
+    return out + [f"Annotation-model selection metrics: {', '.join(files)}."]
 
 
 def charter_figs(s: Store) -> list[Fig]:
@@ -268,5 +281,7 @@ SECTIONS: tuple[Section, ...] = (
             lambda s: [Fig("s1mb_scores", "S1MB task scores and Task Avg per model (metrics/s1mb/*.json); no CIs "
                            "are recorded.", D.s1mb_scores)]),
     Section("charter", "Annotation-model selection", CHARTER_METRICS, CHARTER_METRICS + CHARTER_PLOTS,
-            charter_text, (), charter_figs),
+            charter_text, (Headline("charter_judge_kappa", "judge vs human reviews, Cohen's kappa", AGREEMENT, "kappa",
+                                    "ci_low", "ci_high", spec=".2f", optional=True, nullable=True),),
+            charter_figs, key_sentences=2),
 )

@@ -160,3 +160,18 @@ def test_appendix_lists_every_stage_and_every_params_line(run_root):
     assert pdf.appendix_pages([("x", ["y"] * (pdf.LINES_PER_PAGE + 1))]) == 2
     assert all(len(line) <= pdf.LINE_CHARS for line in pdf.wrap_lines(["z" * 300]))
     assert math.isclose(pdf.SLOT_H * 2 + pdf.GAP, pdf.FRAME_H - 8)
+
+
+def test_optional_annotation_section_activates_with_its_figures(run_root):
+    (run_root / "metrics/charter").mkdir(parents=True)
+    (run_root / "metrics/charter/judge_agreement.json").write_text(
+        json.dumps({"kappa": 0.55, "ci_low": 0.4, "ci_high": 0.7, "kappa_spread": 0.1, "n": 30}))
+    (run_root / "metrics/charter/ranking.json").write_text(json.dumps({"order": ["cites", "summarises"]}))
+    (run_root / "plots/charter").mkdir(parents=True)
+    Image.new("RGB", (400, 300), "steelblue").save(run_root / "plots/charter/cost_vs_quality.png")
+    counts = build(run_root)
+    plan = make_plan(Store(run_root))
+    charter = next((s, text, rows, figs) for s, text, rows, figs in plan.active if s.id == "charter")
+    assert [r.headline.name for r in charter[2]] == ["charter_judge_kappa"] and charter[2][0].lo == 0.4
+    assert "cites > summarises" in charter[1][0] and len(charter[3]) == 1
+    assert pdf_counts(run_root / "report/report.pdf") == (counts["pages"], counts["figures"])
