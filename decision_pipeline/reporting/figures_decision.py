@@ -239,3 +239,35 @@ def s1mb_scores(store: Store, out: Path) -> Path:
         ax.margins(y=0.15)
         ax.legend(title="model")
         return save(fig, out)
+
+
+# ------------------------------------------------- RL (guarded, issue 10)
+RL_PATTERNS = ("reward", "unfinished", "length", "tokens")
+
+
+def rl_series(store: Store) -> list[tuple[str, str, str]]:
+    """(file, x column, y column) for per-round RL plot data: plots/rl/**/*.json row lists with a step/round
+    column; y columns are the numeric ones named like reward / unfinished / length / tokens (at most 4)."""
+    found = []
+    for rel in store.glob("plots/rl/**/*.json"):
+        rows = store.json(rel)
+        if not (isinstance(rows, list) and rows and isinstance(rows[0], dict)):
+            continue
+        x = next((c for c in ("step", "round") if c in rows[0]), None)
+        if x is None:
+            continue
+        found += [(rel, x, c) for c in sorted(rows[0]) if c != x and any(p in c for p in RL_PATTERNS)
+                  and isinstance(rows[0][c], (int, float)) and not isinstance(rows[0][c], bool)]
+    return found[:4]
+
+
+def rl_rounds(store: Store, out: Path) -> Path:
+    series = rl_series(store)
+    with figure(ncols=len(series)) as (fig, axes):
+        for i, (ax, (rel, x, y)) in enumerate(zip(axes[0], series)):
+            rows = store.rows(rel, (x, y))
+            ax.plot([r[x] for r in rows], [r[y] for r in rows], "-", color=color(i), lw=1.5)
+            ax.set(xlabel="optimizer step" if x == "step" else "RL round", ylabel=y.replace("_", " "),
+                   title=y.replace("_", " "))
+        fig.suptitle("RL per round (" + ", ".join(sorted({rel for rel, _, _ in series})) + ")", fontsize=9)
+        return save(fig, out)

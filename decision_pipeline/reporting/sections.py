@@ -103,7 +103,8 @@ def chains_text(s: Store) -> list[str]:
 
 def chains_figs(s: Store) -> list[Fig]:
     return [Fig("chains_selection", "Chains generated per source (metrics/generate.json) and what chain selection "
-                "did with them (metrics/select_chains.json: drop_counts).", D.chain_selection),
+                "did with them (metrics/select_chains.json: drop_counts; 'ok' = a correct chain, a candidate to keep; "
+                "'loop:cap' = unfinished at the token cap).", D.chain_selection),
             Fig("sft_curves", "Joint SFT loss per step with a moving mean (plots/sft/loss_parts.json), and the "
                 "learning-rate sweep's dev NLL (metrics/lr_sweep/*.json) with the chosen rate.", D.sft_curves)]
 
@@ -191,7 +192,10 @@ def rl_text(s: Store) -> list[str]:
 
 
 def rl_figs(s: Store) -> list[Fig]:
-    return [Fig(f"rl_{i}", f"RL: {p} (drawn by the RL stage).", image=p) for i, p in enumerate(s.glob("plots/rl/**/*.png"))]
+    built = [Fig("rl_rounds", "RL per round from its plot data (reward, unfinished share, length columns of "
+                 "plots/rl/*.json).", D.rl_rounds)] if D.rl_series(s) else []
+    return built + [Fig(f"rl_{i}", f"RL: {p} (drawn by the RL stage).", image=p)
+                    for i, p in enumerate(s.glob("plots/rl/**/*.png"))]
 
 
 # ------------------------- optional: annotation-model selection (issue 11)
@@ -264,7 +268,8 @@ SECTIONS: tuple[Section, ...] = (
              Headline("base_ece_change", "base readout ECE change from calibration", EV.format("base"), "ece_change.diff",
                       "ece_change.ci_low", "ece_change.ci_high")),
             evaluation_figs, key_sentences=4),
-    Section("rl", "RL (GRPO)", ("metrics/rl.json",), ("metrics/rl.json", "metrics/evaluate/rl.json", "plots/rl/**/*.png"),
+    Section("rl", "RL (GRPO)", ("metrics/rl.json",),
+            ("metrics/rl.json", "metrics/evaluate/rl.json", "plots/rl/**/*.png", "plots/rl/**/*.json"),
             rl_text,
             (Headline("rl_reward_gain", "RL reward gain, last vs first quarter", "metrics/rl.json",
                       ("reward_gain.diff", "reward_gain.mean", "reward_gain.point"), "reward_gain.ci_low",

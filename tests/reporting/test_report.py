@@ -84,11 +84,17 @@ def test_absent_sections_are_skipped_and_optional_rl_activates(run_root):
     for p in (run_root / "metrics/s1mb").iterdir():
         p.unlink()
     (run_root / "metrics/rl.json").write_text(json.dumps({"reward_gain": {"diff": 0.4, "ci_low": 0.1, "ci_high": 0.7}}))
+    (run_root / "plots/rl").mkdir(parents=True)
+    (run_root / "plots/rl/rounds.json").write_text(json.dumps(
+        [{"step": i, "reward_mean": 0.1 * i, "unfinished_share": 0.5 - 0.04 * i, "completion_tokens": 40 - i, "kl": 0.0}
+         for i in range(10)]))
     counts = build(run_root)
     plan = make_plan(Store(run_root))
     assert "s1mb" in {s.id for s, _ in plan.skipped} and "rl" in [s.id for s, *_ in plan.active]
     names = {r.headline.name for r in plan.rows}
     assert "rl_reward_gain" in names and "rl_minus_sft_thinking_accuracy" not in names   # guarded: file absent
+    rl_figs = next(figs for s, _, _, figs in plan.active if s.id == "rl")
+    assert [f.id for f in rl_figs] == ["rl_rounds"] and (run_root / "plots/report/rl_rounds.png").is_file()
     assert pdf_counts(run_root / "report/report.pdf") == (counts["pages"], counts["figures"])
 
 
