@@ -24,7 +24,7 @@ def _bound(h: Headline, summary: dict) -> str:
     if f"{n}_ci_low" in summary and f"{n}_ci_high" in summary:
         return f"95% CI [{format(summary[f'{n}_ci_low'], s)}, {format(summary[f'{n}_ci_high'], s)}]"
     if f"{n}_noise" in summary:
-        return f"noise \u00b1{format(summary[f'{n}_noise'], s)}"
+        return f"noise \u00b1{format(summary[f'{n}_noise'], s)}" + h.noise_note
     if f"{n}_noise_floor" in summary:
         return f"noise floor {format(summary[f'{n}_noise_floor'], s)}"
     return "no CI recorded"

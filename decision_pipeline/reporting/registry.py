@@ -41,6 +41,11 @@ class Headline:
     nullable: bool = False
 
     @property
+    def noise_note(self) -> str:
+        """Where a borrowed noise was measured (e.g. random selection's ppl judged by curated's repeat spread)."""
+        return f" (measured on {Path(self.noise_file).stem})" if self.noise_file else ""
+
+    @property
     def keys(self) -> tuple[str, ...]:
         return (self.key,) if isinstance(self.key, str) else self.key
 
@@ -98,7 +103,7 @@ class Row:
         if self.lo is not None and self.hi is not None:
             return f"95% CI [{format(self.lo, s)}, {format(self.hi, s)}]"
         if self.noise is not None:
-            return f"noise \u00b1{format(self.noise, s)}"
+            return f"noise \u00b1{format(self.noise, s)}" + self.headline.noise_note
         if self.floor is not None:
             return f"noise floor {format(self.floor, s)}"
         return "no CI recorded"

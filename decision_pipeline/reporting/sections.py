@@ -281,8 +281,8 @@ SECTIONS: tuple[Section, ...] = (
             rl_figs, key_sentences=2),
     Section("s1mb", "S1MB scores", ("metrics/s1mb_data.json", "metrics/s1mb/*.json"),
             ("metrics/s1mb_data.json", "metrics/s1mb/*.json"), s1mb_text,
-            tuple(Headline(f"{m}_s1mb_task_avg", f"{m} S1MB Task Avg", f"metrics/s1mb/{m}.json", "task_avg")
-                  for m in ("base", "sft")),
+            tuple(Headline(f"{m}_s1mb_task_avg", f"{label} S1MB Task Avg", f"metrics/s1mb/{m}.json", "task_avg")
+                  for m, label in (("base", "base"), ("sft", "SFT"))),
             lambda s: [Fig("s1mb_scores", "S1MB task scores and Task Avg per model (metrics/s1mb/*.json); no CIs "
                            "are recorded.", D.s1mb_scores)]),
     Section("charter", "Annotation-model selection", CHARTER_METRICS, CHARTER_METRICS + CHARTER_PLOTS,
