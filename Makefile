@@ -8,7 +8,7 @@ STAMP   := .venv/.installed
 # dvc.yaml commands call `python`: the venv's must come first on PATH
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: install run test bench gpu-params clean-venv s3-local
+.PHONY: install run test bench gpu-params clean-venv s3-local report review
 
 $(STAMP): requirements.lock pyproject.toml
 	python3.11 -m venv .venv || python3 -m venv .venv
@@ -27,6 +27,16 @@ ifeq ($(PROFILE),gpu)
 	$(PIP) install --quiet -e '.[gpu]'
 endif
 	$(DVC) repro
+
+# The report alone (seconds; reads only metrics/ and plots/)
+report: $(STAMP)
+	$(DVC) repro report
+
+# PR review: params and metrics diff against BASE, each metric change marked inside/outside its
+# recorded noise, plus `dvc plots diff` -> review/review.md and review/plots/
+BASE ?= main
+review: $(STAMP)
+	$(PY) -m decision_pipeline.reporting.review --base $(BASE) --out review
 
 test: $(STAMP)
 	PIPELINE_QUIET=1 $(PY) -m pytest -q $(PYTEST_ARGS)

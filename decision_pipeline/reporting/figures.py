@@ -1,0 +1,166 @@
+"""The report's figures, drawn from tracked metrics and plot data only (no model loading).
+
+Why one module: one style for every figure (sizes that fit half a report page,
+axis labels with units, the Okabe-Ito colour-blind-safe palette, viridis for
+heatmaps). Each builder takes the `Store` and an output path, reads what it
+needs through the store (so bad input names file and key) and writes one PNG
+atomically.
+"""
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from decision_pipeline.common.io import write_bytes_atomic
+from decision_pipeline.reporting.sources import Store
+
+# Okabe & Ito (2008): distinguishable under the common colour-vision deficiencies
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+DPI = 110
+WIDTH, HEIGHT = 7.5, 4.0          # inches: full report width, half a page high
+STYLE = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
+         "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.spines.top": False, "axes.spines.right": False,
+         "axes.grid": True, "grid.alpha": 0.3, "axes.prop_cycle": matplotlib.cycler(color=PALETTE)}
+MODEL_ORDER = ("base", "sft", "rl")
+
+
+def color(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def models_in(store: Store, pattern: str) -> list[str]:
+    """Model names with a file matching `pattern` ('{}' is the model), pipeline order first."""
+    prefix, suffix = pattern.split("{}")
+    found = [p[len(prefix):-len(suffix) if suffix else None] for p in store.glob(pattern.replace("{}", "*"))]
+    found = [m for m in found if "/" not in m]
+    return sorted(found, key=lambda m: (MODEL_ORDER.index(m) if m in MODEL_ORDER else len(MODEL_ORDER), m))
+
+
+@contextmanager
+def figure(ncols: int = 1, nrows: int = 1, height: float = HEIGHT, **kw) -> Iterator[tuple[Figure, np.ndarray]]:
+    """A styled figure with an Agg canvas (no pyplot state) and a 2-D array of axes."""
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(WIDTH, height), dpi=DPI, layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
+        yield fig, axes
+
+
+def save(fig: Figure, path: Path) -> Path:
+    """PNG as RGB without alpha (half the bytes in the PDF, no soft mask) and without a version stamp."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, facecolor="white")
+    buf.seek(0)
+    out = io.BytesIO()
+    with Image.open(buf) as img:
+        img.convert("RGB").save(out, format="PNG", optimize=True)
+    write_bytes_atomic(path, out.getvalue())
+    return path
+
+
+def bar_labels(ax, bars, values: Sequence[float], spec: str) -> None:
+    ax.bar_label(bars, labels=[format(v, spec) for v in values], padding=2, fontsize=7)
+
+
+# ------------------------------------------------------------------ data
+def items_and_pool(store: Store, out: Path) -> Path:
+    panels = (("questions per split", "metrics/items.json", "splits", "split", "count (questions)"),
+              ("questions per family", "metrics/items.json", "families", "family", "count (questions)"),
+              ("documents per safety score", "metrics/ingest.json", "safety_scores", "safety score (0–5)",
+               "count (documents)"))
+    with figure(ncols=3) as (fig, axes):
+        for i, (ax, (title, rel, key, xlabel, ylabel)) in enumerate(zip(axes[0], panels)):
+            keys = list(store.mapping(rel, key))
+            vals = [store.number(rel, f"{key}.{k}") for k in keys]
+            bars = ax.bar(keys, vals, color=color(i))
+            bar_labels(ax, bars, vals, ",.0f")
+            ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+            ax.tick_params(axis="x", rotation=30)
+            ax.margins(y=0.15)
+        return save(fig, out)
+
+
+# ------------------------------------------------------------- curation
+def ppl_by_register(store: Store, out: Path) -> Path:
+    cur, rnd = "metrics/pretrain/curated.json", "metrics/pretrain/random.json"
+    regs = sorted(store.mapping(cur, "heldout.registers"))
+    noise = store.number(cur, "noise.ppl_halfrange")
+    labels = ["all (dev set)"] + regs
+    c = [store.number(cur, "heldout.ppl")] + [store.number(cur, f"heldout.registers.{r}.ppl") for r in regs]
+    r = [store.number(rnd, "heldout.ppl")] + [store.number(rnd, f"heldout.registers.{g}.ppl") for g in regs]
+    x = np.arange(len(labels))
+    with figure() as (fig, axes):
+        ax = axes[0, 0]
+        b1 = ax.bar(x - 0.2, c, 0.4, label="curated", color=color(0))
+        b2 = ax.bar(x + 0.2, r, 0.4, label="random", color=color(1))
+        ax.errorbar([x[0] - 0.2], [c[0]], yerr=[noise], fmt="none", ecolor="black", capsize=4,
+                    label=f"noise: \u00b1{noise:.2f} (half-range over curated orderings)")
+        ax.bar_label(b1, labels=[""] + [f"{v:.2f}" for v in c[1:]], padding=2, fontsize=7)
+        ax.text(x[0] - 0.2, c[0] + noise, f"{c[0]:.2f}", ha="center", va="bottom", fontsize=7)  # above the noise bar
+        bar_labels(ax, b2, r, ".2f")
+        ax.set_xticks(x, labels)
+        ax.set(ylabel="held-out perplexity (per token, lower is better)", xlabel="dev register",
+               title="Held-out perplexity: curated vs random selection")
+        ax.margins(y=0.12)
+        ax.legend(loc="upper left")
+        return save(fig, out)
+
+
+def pretrain_loss(store: Store, out: Path) -> Path:
+    with figure() as (fig, axes):
+        ax = axes[0, 0]
+        for i, name in enumerate(("curated", "random")):
+            rows = store.rows(f"plots/pretrain/{name}_loss.json", ("step", "loss"))
+            ax.plot([r["step"] for r in rows], [r["loss"] for r in rows], color=color(i), lw=1.5, label=name)
+        ax.set(xlabel="optimizer step", ylabel="training loss (nats/token)", title="Pretraining loss")
+        ax.legend()
+        return save(fig, out)
+
+
+def curation_funnel(store: Store, out: Path) -> Path:
+    rel = "metrics/curate/curated.json"
+    drops = store.mapping(rel, "drops")
+    names = ["held-out question"] + sorted(drops) + ["near-duplicate"]
+    vals = ([store.number(rel, "decontamination.removed_docs")] + [store.number(rel, f"drops.{k}") for k in sorted(drops)]
+            + [store.number(rel, "dedup.removed")])
+    with figure() as (fig, axes):
+        ax = axes[0, 0]
+        bars = ax.barh(names[::-1], vals[::-1], color=color(5))
+        bar_labels(ax, bars, vals[::-1], ",.0f")
+        ax.set(xlabel="documents dropped (count)", ylabel="reason",
+               title=f"Documents dropped before selection (pool {store.number(rel, 'pool_docs'):,.0f}, "
+                     f"after filters {store.number(rel, 'after_filters'):,.0f})")
+        ax.margins(x=0.12)
+        return save(fig, out)
+
+
+def register_mix(store: Store, out: Path) -> Path:
+    sels = ("curated", "random")
+    regs = sorted(set().union(*(store.mapping(f"metrics/curate/{s}.json", "register_mix") for s in sels)))
+    with figure() as (fig, axes):
+        ax = axes[0, 0]
+        for j, s in enumerate(sels):
+            rel = f"metrics/curate/{s}.json"
+            toks = [store.number(rel, f"register_mix.{g}.tokens") if store.has(rel, f"register_mix.{g}") else 0.0
+                    for g in regs]
+            total = sum(toks) or 1.0
+            left = 0.0
+            for i, (g, t) in enumerate(zip(regs, toks)):
+                share = 100 * t / total
+                ax.barh(j, share, left=left, color=color(i), label=g if j == 0 else None)
+                if share >= 6:
+                    ax.text(left + share / 2, j, f"{share:.0f}%", ha="center", va="center", fontsize=7, color="white")
+                left += share
+        ax.set_yticks(range(len(sels)), sels)
+        ax.set(xlabel="share of selected tokens (%)", ylabel="selection", xlim=(0, 100), title="Register mix of the selections")
+        ax.legend(ncols=len(regs), loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
+        return save(fig, out)

@@ -1,0 +1,33 @@
+"""Stage `report`: report/report.pdf, its figures (plots/report/) and metrics/summary.json.
+
+Built in seconds from the tracked metrics and plot data only (no model is
+loaded); the sections, their headline numbers and figures are the registry in
+decision_pipeline/reporting/sections.py. Sections whose metrics are absent are
+skipped; a missing key, a NaN, an empty plot data file or an unreadable image
+stops the build with one line naming the file and key, and nothing is written.
+"""
+from __future__ import annotations
+
+import time
+
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import stage_parser
+from decision_pipeline.reporting.build import build_report
+
+
+@stage_main
+def main(argv: list[str] | None = None) -> None:
+    ap = stage_parser(__doc__)
+    ap.add_argument("--params", default="params.yaml", help="params file shown in the appendix and digested")
+    ap.add_argument("--root", default=".", help="repository root holding metrics/ and plots/")
+    ap.add_argument("--out", default="report/report.pdf")
+    ap.add_argument("--summary", default="metrics/summary.json")
+    ap.add_argument("--figures", default="plots/report")
+    args = ap.parse_args(argv)
+    started = time.time()
+    counts = build_report(args.root, args.out, args.summary, args.figures, args.params)
+    summary("report", started, **counts)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""Sentences never claim more than the interval supports; dotted keys resolve; the registry matches dvc.yaml and README."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from decision_pipeline.reporting import narrative as N
+from decision_pipeline.reporting.readme import readme_block, render_table
+from decision_pipeline.reporting.sections import SECTIONS
+from decision_pipeline.reporting.sources import _MISSING, Store, lookup
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_difference_claimed_only_when_the_ci_excludes_zero():
+    assert "higher by 0.182" in N.diff_ci("Readout", 0.182, 0.134, 0.233)
+    assert "lower by 0.136" in N.diff_ci("ECE", -0.136, -0.151, -0.090)
+    s = N.diff_ci("Thinking", 0.02, -0.01, 0.05)
+    assert "no difference detected" in s and "higher" not in s and "lower" not in s
+
+
+def test_arms_and_noise_rules():
+    assert "do not overlap" in N.arms_ci("a", (0.3, 0.25, 0.35), "b", (0.6, 0.55, 0.65)) and \
+        "is lower" in N.arms_ci("a", (0.3, 0.25, 0.35), "b", (0.6, 0.55, 0.65))
+    assert "no difference detected" in N.arms_ci("a", (0.57, 0.53, 0.61), "b", (0.58, 0.54, 0.62))
+    assert "beyond the noise" in N.vs_noise("ppl", 7.0, 10.1, 0.66)
+    assert "no difference detected" in N.vs_noise("ppl", 7.0, 7.5, 0.66)
+    assert "no difference is claimed" in N.point_only("Task Avg", 0.3, 0.0, "base")
+    assert "indistinguishable" in N.below_floor("ECE", 0.03, 0.06) and "above" in N.below_floor("ECE", 0.1, 0.06)
+
+
+def test_lookup_handles_keys_with_dots():
+    obj = {"dev_nll": {"0.002": 0.9}, "cis": {"routed_accuracy_at_0.3": {"point": 0.5}}, "a": {"b": 1}}
+    assert lookup(obj, "dev_nll.0.002") == 0.9
+    assert lookup(obj, "cis.routed_accuracy_at_0.3.point") == 0.5
+    assert lookup(obj, "a.b") == 1 and lookup(obj, "a.c") is _MISSING
+
+
+def _covered(path: str, deps: list[str]) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in deps)
+
+
+def test_report_deps_cover_every_file_the_registry_reads():
+    deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["report"]["deps"]
+    store = Store(ROOT)
+    missing = [p for sec in SECTIONS for pattern in sec.reads for p in store.glob(pattern) if not _covered(p, deps)]
+    assert missing == [], f"add to the report stage's deps in dvc.yaml: {missing}"
+
+
+def test_readme_results_table_matches_summary_json():
+    summary = json.loads((ROOT / "metrics/summary.json").read_text())
+    assert readme_block((ROOT / "README.md").read_text()) == render_table(summary)
