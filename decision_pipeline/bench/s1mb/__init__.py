@@ -1,9 +1,9 @@
 """S1MB (System One Mosaic Benchmark) scoring, reproduced from the upstream evaluator.
 
-Spec: ``S1MB_SCORING.md``. Numbers match upstream to 1e-8; no formula is
-"improved". Everything is plain data in, plain data out; every bad input
-raises ``S1MBError`` (a ``PipelineError``) with a one-line message naming the
-benchmark, case and question.
+Spec: ``docs/S1MB_SCORING.md`` (the §N cited throughout). Numbers match
+upstream to 1e-8; no formula is "improved". Everything is plain data in, plain
+data out; every bad input raises ``S1MBError`` (a ``PipelineError``) with a
+one-line message naming the benchmark, case and question.
 
 Typical pipeline use::
 
