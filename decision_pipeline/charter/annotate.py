@@ -183,7 +183,7 @@ def throughput(name: str, cfg: ReflectParams, tp: ThroughputParams, docs: list[d
     if c.serve_model:
         with served(c.serve_model, c.model, tp.server_start_timeout_s) as (url, pid):
             m = measure(EndpointGenerator(name, c, prompt, charter, url, seed), docs, tp)
-        where = {"server": "decision_pipeline.lm.serve (started here)", "server_pid": pid, "device": "cpu"}
+        where = {"server": f"decision_pipeline.lm.serve {c.serve_model} (started here, stopped by pid)", "device": "cpu"}
     else:
         m = measure(EndpointGenerator(name, c, prompt, charter, c.base_url, seed), docs, tp)
         where = {"server": c.base_url, "device": "endpoint"}
