@@ -31,7 +31,7 @@ DOCS = [
 
 def endpoint_cfg(**kw) -> CandidateParams:
     base = dict(kind="endpoint", prompt="p.md", reference="", serve_model="", base_url="", model="tiny",
-                tokenizer="", max_tokens=4, temperature=0.0, batch_size=4, concurrency=1, timeout_s=30.0,
+                tokenizer="", max_tokens=4, max_prompt_tokens=0, temperature=0.0, batch_size=4, concurrency=1, timeout_s=30.0,
                 max_retries=0, gpus=1)
     return CandidateParams(**{**base, **kw})
 
@@ -95,6 +95,15 @@ def test_unreachable_candidate_endpoint_names_the_candidate(tiny_dir, small_char
     with pytest.raises(PipelineError, match=r"candidate 'far_model': endpoint http://127.0.0.1:\d+/v1/completions "
                                             r"unreachable after 1 retries"):
         gen.reflect(DOCS[:1])
+
+
+def test_long_prompts_keep_their_tail_and_are_counted(tiny_dir, small_charter):
+    prompt = parse_prompt("---\nversion: 1\n---\n{charter}\nDocument: {document}\n", small_charter, "p.md")
+    full = EndpointGenerator("t", endpoint_cfg(tokenizer=tiny_dir), prompt, small_charter, "http://x/v1", 0)
+    ids = full.prompt_ids(DOCS[0])
+    cut = EndpointGenerator("t", endpoint_cfg(tokenizer=tiny_dir, max_prompt_tokens=10), prompt, small_charter,
+                            "http://x/v1", 0)
+    assert cut.prompt_ids(DOCS[0]) == ids[-10:] and cut.truncated_prompts == 1 and full.truncated_prompts == 0
 
 
 def test_missing_model_dir_to_serve_is_a_clear_error(tmp_path):

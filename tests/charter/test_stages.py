@@ -70,7 +70,7 @@ def test_unreachable_candidate_endpoint_is_one_line_and_writes_nothing(work, cap
     params["reflect"]["candidates"]["far"] = {
         "kind": "endpoint", "prompt": str(ROOT / "configs/prompts/small_base.md"), "reference": "",
         "serve_model": "", "base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "tokenizer": tiny_dir,
-        "max_tokens": 4, "temperature": 0.0, "batch_size": 4, "concurrency": 1, "timeout_s": 2.0,
+        "max_tokens": 4, "max_prompt_tokens": 0, "temperature": 0.0, "batch_size": 4, "concurrency": 1, "timeout_s": 2.0,
         "max_retries": 0, "gpus": 1}
     Path("params.yaml").write_text(yaml.safe_dump(params))
     assert seed_sample.main([]) == 0
