@@ -10,7 +10,6 @@ from decision_pipeline.charter import figures
 from decision_pipeline.charter.annotate import ReflectParams
 from decision_pipeline.charter.ranking import rank
 from decision_pipeline.charter.throughput import ThroughputParams
-from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import read_json, write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_section, stage_parser
@@ -32,14 +31,8 @@ def main(argv: list[str] | None = None) -> None:
     table = {}
     for name, c in cands.items():
         row = read_json(Path(args.judge_metrics) / f"{name}.json")
-        if c.kind == "endpoint":
-            if name not in tp.candidates:
-                raise PipelineError(f"throughput.candidates: endpoint '{name}' has no throughput measurement; "
-                                    "add it (unmeasured cost cannot be ranked)")
-            t = read_json(Path(args.throughput_metrics) / f"{name}.json")
-            row.update(docs_per_s=t["docs_per_s"], gpu_hours=t["gpu_hours"], affordable=t["affordable"])
-        else:
-            row.update(docs_per_s=None, gpu_hours=None, affordable=True)  # rule-based: no GPU cost
+        t = read_json(Path(args.throughput_metrics) / f"{name}.json")  # rule references: no GPU, affordable
+        row.update(docs_per_s=t["docs_per_s"], gpu_hours=t["gpu_hours"], affordable=t["affordable"])
         table[name] = row
     rows = rank(table)
     kappa = read_json(args.agreement)

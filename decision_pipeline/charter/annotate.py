@@ -178,8 +178,11 @@ def throughput(name: str, cfg: ReflectParams, tp: ThroughputParams, docs: list[d
     """docs/s after warm-up through the candidate's endpoint (served here when serve_model
     is set), and the GPU-hour extrapolation."""
     c, charter = candidate(cfg, name), load_charter(cfg.charter)
-    if c.kind != "endpoint":
-        raise PipelineError(f"throughput: candidate '{name}' is a rule-based reference; measure endpoints only")
+    if c.kind == "reference":
+        version = load_prompt(c.prompt, charter).version if c.prompt else 0
+        return {"candidate": name, "kind": "reference", "prompt_version": version, "docs_per_s": None,
+                "gpu_hours": None, "wall_hours": None, "affordable": True, "device": "none (rule-based, no GPU)",
+                "workload_docs": tp.workload_docs}
     prompt = load_prompt(c.prompt, charter)
     if c.serve_model:
         with served(c.serve_model, c.model, tp.server_start_timeout_s) as (url, pid):
@@ -190,7 +193,7 @@ def throughput(name: str, cfg: ReflectParams, tp: ThroughputParams, docs: list[d
         gen = EndpointGenerator(name, c, prompt, charter, c.base_url, seed)
         m = measure(gen, docs, tp)
         where = {"server": c.base_url, "device": "endpoint"}
-    return {"candidate": name, "prompt_version": prompt.version, "warmup_docs": tp.warmup_docs, **m,
+    return {"candidate": name, "kind": "endpoint", "prompt_version": prompt.version, "warmup_docs": tp.warmup_docs, **m,
             "truncated_prompts": gen.truncated_prompts,
             "workload_docs": tp.workload_docs, "nodes": tp.nodes, "gpus_per_node": tp.gpus_per_node,
             "gpus_per_instance": c.gpus, "budget_gpu_hours": tp.gpu_hour_budget,

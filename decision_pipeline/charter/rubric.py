@@ -34,10 +34,11 @@ SCORE_MIN, SCORE_MAX = 1, 5
 ACCEPT_MEAN, REJECT_AT_OR_BELOW = 4, 2
 
 # flag -> (dimension, kind, value): "floor" sets the score to value, "cap" limits it to
-# value; "reject" forces a reject verdict whatever the scores (dimension is None).
-EFFECTS: dict[str, tuple[str | None, str, int]] = {
-    "wrong_voice": (None, "reject", 0),                  # most frequent violation
-    "missing_voice": (None, "reject", 0),                # the voice is absent or empty
+# value; dimension "*" means every dimension of the voice. Flags in REJECTS also force a
+# reject verdict whatever the scores.
+EFFECTS: dict[str, tuple[str, str, int]] = {
+    "wrong_voice": ("voice_tone", "floor", 1),           # most frequent violation; also rejects
+    "missing_voice": ("*", "floor", 1),                  # the voice is absent or empty; also rejects
     "uncited_harm": ("charter_grounding", "floor", 1),   # harmful document, no [X.Y] at all
     "summary": ("relevance", "cap", 3),                  # summarises instead of reflecting
     "formulaic_opener": ("voice_tone", "cap", 3),        # "This document ...", "In summary ..."
@@ -46,6 +47,7 @@ EFFECTS: dict[str, tuple[str | None, str, int]] = {
     "verbose": ("specificity", "cap", 3),                # over the word limit
     "mentions_truncation": ("voice_tone", "cap", 3),     # "the text is cut off ..."
 }
+REJECTS: frozenset[str] = frozenset({"wrong_voice", "missing_voice"})
 Scores = dict[str, dict[str, int]]
 Flags = dict[str, list[str]]
 
@@ -104,16 +106,14 @@ def apply_effects(scores: Scores, flags: Flags) -> Scores:
             if name not in EFFECTS:
                 raise PipelineError(f"unknown hard-check flag '{name}'; known: {', '.join(EFFECTS)}")
             dim, kind, value = EFFECTS[name]
-            if kind == "floor":
-                out[voice][dim] = value
-            elif kind == "cap":
-                out[voice][dim] = min(out[voice][dim], value)
+            for d in (DIMENSIONS if dim == "*" else (dim,)):
+                out[voice][d] = value if kind == "floor" else min(out[voice][d], value)
     return out
 
 
 def forces_reject(flags: Flags) -> bool:
     """True when any flag floors straight to reject (wrong or missing voice)."""
-    return any(EFFECTS[n][1] == "reject" for names in flags.values() for n in names)
+    return any(n in REJECTS for names in flags.values() for n in names)
 
 
 def verdict_rule(scores: Scores) -> str:

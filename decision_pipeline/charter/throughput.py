@@ -27,7 +27,6 @@ from decision_pipeline.common.params import rule
 
 @dataclass
 class ThroughputParams:
-    candidates: list[str] = rule(doc="endpoint candidates to measure (names in reflect.candidates)")
     warmup_docs: int = rule(min=0, doc="documents sent first and not timed (model load, caches)")
     measure_docs: int = rule(min=1, doc="documents timed after the warm-up")
     workload_docs: int = rule(min=1, doc="documents in the production run the GPU-hours are extrapolated to")

@@ -31,7 +31,8 @@ def test_citation_to_a_missing_section_names_the_culprit(charter):
 
 
 def test_project_prompts_load_with_versions(charter):
-    for name in ("small_base", "judge", "gpu_small", "gpu_large"):
+    for name in ("small_base", "judge", "judge_v2", "gpu_small", "gpu_large", "ref_cite_right",
+                 "ref_cite_nothing", "ref_summarise"):
         p = load_prompt(f"configs/prompts/{name}.md", charter)
         assert p.version >= 1
         text = p.render(charter, document="DOC", reflection="REF", safety_score=3)

@@ -64,7 +64,7 @@ def test_unaffordable_candidates_rank_after_affordable_ones():
 
 
 def test_gpu_hour_extrapolation():
-    tp = ThroughputParams(candidates=[], warmup_docs=0, measure_docs=1, workload_docs=102772028, nodes=2,
+    tp = ThroughputParams(warmup_docs=0, measure_docs=1, workload_docs=102772028, nodes=2,
                           gpus_per_node=8, gpu_hour_budget=20000.0, server_start_timeout_s=10.0)
     g = gpu_hours(1000.0, 1, tp)
     assert g["gpu_hours"] == pytest.approx(102772028 / 1000 / 3600)
@@ -74,7 +74,7 @@ def test_gpu_hour_extrapolation():
 
 def test_served_model_throughput_is_measured_and_the_server_stopped(tiny_dir, small_charter):
     prompt = parse_prompt("---\nversion: 3\n---\n{charter}\nDocument: {document}\n", small_charter, "p.md")
-    tp = ThroughputParams(candidates=["tiny"], warmup_docs=2, measure_docs=4, workload_docs=102772028, nodes=1,
+    tp = ThroughputParams(warmup_docs=2, measure_docs=4, workload_docs=102772028, nodes=1,
                           gpus_per_node=1, gpu_hour_budget=20000.0, server_start_timeout_s=60.0)
     with served(tiny_dir, "tiny", timeout_s=60) as (url, pid):
         gen = EndpointGenerator("tiny", endpoint_cfg(serve_model=tiny_dir), prompt, small_charter, url, seed=0)

@@ -68,7 +68,8 @@ def test_wrong_voice_floors_straight_to_reject(charter, checks):
             "Observer: I would keep the reply calm [2.3].")
     flags = _flags(text, FORUM, 0, charter, checks)
     assert "wrong_voice" in flags["first_person"] and "wrong_voice" in flags["observer"]
-    assert verdict(scores_from([5] * 8), flags)[0] == "reject"
+    v, final = verdict(scores_from([5] * 8), flags)
+    assert v == "reject" and final["first_person"]["voice_tone"] == 1 and final["observer"]["relevance"] == 5
 
 
 def test_malformed_citations_and_unknown_sections_are_flagged(charter, checks):
@@ -93,7 +94,8 @@ def test_reflection_missing_a_voice_is_a_clear_error():
 def test_model_output_missing_a_voice_is_flagged_not_crashed(charter, checks):
     flags = hard_checks(split_voices("First person: I would answer [2.3]."), FORUM, 0, charter, checks)
     assert flags["observer"] == ["missing_voice"]
-    assert verdict(scores_from([5] * 8), flags)[0] == "reject"
+    v, final = verdict(scores_from([5] * 8), flags)
+    assert v == "reject" and final["observer"] == {d: 1 for d in DIMENSIONS}
 
 
 @pytest.mark.parametrize("bad,match", [

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from decision_pipeline.common.io import write_table
-from stages import judge, judge_agreement, rank_generators, reflect, reviews, seed_sample
+from stages import judge, judge_agreement, rank_generators, reflect, reviews, seed_sample, throughput
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("safety_score", pa.int64()),
@@ -31,6 +31,8 @@ def work(tmp_path, monkeypatch):
     write_table("data/pool/pool.parquet", rows, POOL_SCHEMA)
     params = yaml.safe_load((ROOT / "profiles/micro.yaml").read_text())
     params["reflect"]["charter"] = str(ROOT / "configs/charter/charter.md")
+    for c in params["reflect"]["candidates"].values():
+        c["prompt"] = str(ROOT / c["prompt"])
     params["judge"]["prompt"] = str(ROOT / "configs/prompts/judge.md")
     params["reflect"]["candidates"].pop("small_base")
     Path("params.yaml").write_text(yaml.safe_dump(params))
@@ -49,7 +51,8 @@ def test_reference_run_ranks_in_known_order_with_kappa(work, capsys):
     names = list(params["reflect"]["candidates"])
     run_refs(names)
     assert reviews.main([]) == 0 and judge_agreement.main([]) == 0
-    Path("metrics/charter/throughput").mkdir(parents=True)
+    assert all(throughput.main([n]) == 0 for n in names)  # references: no server, no GPU
+    assert json.loads(Path("metrics/charter/throughput/ref_summarise.json").read_text())["gpu_hours"] is None
     assert rank_generators.main([]) == 0
     ranking = json.loads(Path("metrics/charter/ranking.json").read_text())
     assert ranking["order"] == ["ref_cite_right", "ref_cite_nothing", "ref_summarise"]
