@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> None:
     records = judge(rows, cfg, charter)
     metrics = {"candidate": args.candidate, "kind": rows[0]["kind"] if rows else "",
                "prompt_version": rows[0]["prompt_version"] if rows else 0, "judge": cfg.name,
-               "judge_kind": cfg.kind, "repeats": cfg.repeats, **judge_summary(records, {r["id"]: r for r in rows})}
+               "judge_kind": cfg.kind,
+               "judge_prompt_version": records[0]["judge_prompt_version"] if records else 0, "repeats": cfg.repeats, **judge_summary(records, {r["id"]: r for r in rows})}
     Path(args.out_dir).mkdir(parents=True, exist_ok=True)
     write_jsonl(Path(args.out_dir) / f"{args.candidate}.jsonl", records)
     Path(args.metrics_dir).mkdir(parents=True, exist_ok=True)
