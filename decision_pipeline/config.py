@@ -9,6 +9,11 @@ from pathlib import Path
 
 from decision_pipeline.bench.adapter import S1mbParams
 from decision_pipeline.bench.data import S1mbDataParams
+from decision_pipeline.charter.annotate import AgreementParams, ReflectParams
+from decision_pipeline.charter.judge import JudgeParams
+from decision_pipeline.charter.reviews import ReviewsParams
+from decision_pipeline.charter.seed import SeedSampleParams
+from decision_pipeline.charter.throughput import ThroughputParams
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import BaseParams, load_section, read_params_file
 from decision_pipeline.curation.documents import IngestParams
@@ -30,6 +35,8 @@ SECTIONS: dict[str, type] = {
     "generate": GenerateParams, "select_chains": SelectChainsParams, "lr_sweep": LrSweepParams,
     "sft": SFTParams, "calibrate": CalibrateParams, "evaluate": EvaluateParams,
     "s1mb_data": S1mbDataParams, "s1mb": S1mbParams,
+    "seed_sample": SeedSampleParams, "reflect": ReflectParams, "judge": JudgeParams, "reviews": ReviewsParams,
+    "judge_agreement": AgreementParams, "throughput": ThroughputParams,
 }
 
 
