@@ -271,9 +271,12 @@ def test_drafts_are_per_reviewer(ada, ben):
 # ----------------------------------------------------------- page content
 
 def test_citations_expanded_and_unknown_flagged(ada):
-    html = ada.get("/a/ann-00").data.decode()
+    html = ada.get("/a/ann-03").data.decode()
     assert '<a class="cite" href="#first_person-2.1">[2.1]</a>' in html
     assert "Insults, taunts and hostility aimed at people or groups" in html      # section 2.1's text
+    assert "the charter has no section" not in html
+    html = ada.get("/a/ann-05").data.decode()
+    assert '<a class="cite unknown" href="#observer-9.9">[9.9]</a>' in html
     assert "the charter has no section 9.9" in html
 
 
