@@ -280,7 +280,8 @@ def _routes(app: Flask) -> None:
                                  "review_id": review_id, "reviewer": session["reviewer"], "verdict": verdict,
                                  "body": body, "created_at": created})
         flash("Comment added.")
-        return redirect(url_for("annotation", annotation_id=ann["id"]) + f"#thread-{review_id}")
+        # show=reviews: a commenter who has not reviewed this reflection still sees the thread
+        return redirect(url_for("annotation", annotation_id=ann["id"], show="reviews") + f"#thread-{review_id}")
 
     @app.errorhandler(401)
     @app.errorhandler(403)

@@ -213,6 +213,8 @@ def test_others_reviews_hidden_until_you_review(ada, ben):
     page = ben.get("/a/ann-06").data
     assert b"hidden until you submit" in page and b"ada-notes" not in page
     assert b"ada-notes" in ben.get("/a/ann-06?show=reviews").data
+    r = ben.post(f"/r/{queries.review_id('ann-06', 'ada')}/comment", data={"body": "before my own review"})
+    assert b"before my own review" in ben.get(r.location).data          # the thread stays in view
     ben.post("/a/ann-06/review", data=filled_form(3, "reject"))
     assert b"ada-notes" in ben.get("/a/ann-06").data
 
