@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -41,10 +42,15 @@ def export_path(params: str = "params.yaml") -> str:
 
 def sync_annotations(live: str, source: str) -> int:
     """Copy (insert or replace) every annotation of the pipeline's store into the live
-    store; reviews and comments of the source (seeded ones included) are not copied."""
+    store; reviews and comments of the source (seeded ones included) are not copied.
+
+    The source is a DVC output (maybe a link into the cache): it is opened immutable,
+    so nothing, not even a -wal/-shm file, is written next to it.
+    """
     if not Path(source).is_file():
         return 0
-    src = store.open_store(source)
+    src = sqlite3.connect(f"{Path(source).resolve().as_uri()}?immutable=1", uri=True)
+    src.row_factory = sqlite3.Row
     try:
         rows = store.annotations(src)
     finally:

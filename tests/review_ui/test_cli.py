@@ -58,8 +58,14 @@ def test_sync_copies_reflections_not_seeded_reviews(tmp_path, monkeypatch):
                             "scores": {v: {d: 4 for d in DIMENSIONS} for v in VOICES},
                             "verdict": "accept", "notes": "", "created_at": "2026-01-01T00:00:00"})
     conn.close()
+    conn = store.open_store(source)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")          # as the `reviews` stage leaves it
+    conn.close()
+    before = source.read_bytes()
     monkeypatch.setenv("REVIEW_ANNOTATIONS", str(source))
     assert main(["sync"]) == 0
+    assert source.read_bytes() == before                      # a DVC output: read, never written
+    assert sorted(p.name for p in tmp_path.glob("pipeline.sqlite*")) == ["pipeline.sqlite"]
     assert len(rows(live, "annotations")) == 6 and rows(live, "reviews") == []
     assert main(["sync"]) == 0                                # idempotent
     assert len(rows(live, "annotations")) == 6
