@@ -80,14 +80,13 @@ def open_store(path: str | Path) -> sqlite3.Connection:
     with conn:
         for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
             conn.execute(stmt)
-        row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
-        version = row[0]
+        version = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0]
         if version is None:
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-        elif version > SCHEMA_VERSION:
-            conn.close()
-            raise PipelineError(f"{p}: review store schema v{version} is newer than this code (v{SCHEMA_VERSION}); "
-                                "update the code")
+    if version is not None and version > SCHEMA_VERSION:
+        conn.close()
+        raise PipelineError(f"{p}: review store schema v{version} is newer than this code (v{SCHEMA_VERSION}); "
+                            "update the code")
     return conn
 
 

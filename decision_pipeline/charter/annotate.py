@@ -1,0 +1,193 @@
+"""Stage-level steps of generator selection (one call per entry module): reflect, judge,
+reviews, agreement, throughput and ranking over plain records.
+
+Why: entry modules stay thin (args -> config -> one call -> write); the orchestration
+that joins seed documents, generators, the judge and the store lives here and is
+testable without DVC.
+"""
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from decision_pipeline.charter import store
+from decision_pipeline.charter.agreement import LABELS, agreement_over_repeats
+from decision_pipeline.charter.charter import Charter, load_charter
+from decision_pipeline.charter.checks import CheckParams, parse_reflection, split_voices
+from decision_pipeline.charter.generators import (CandidateParams, EndpointGenerator, ReferenceGenerator,
+                                                  check_candidate)
+from decision_pipeline.charter.judge import JudgeParams, judge_all, make_judge
+from decision_pipeline.charter.prompts import load_prompt
+from decision_pipeline.charter.reviews import ReviewsParams, seeded_reviews
+from decision_pipeline.charter.rubric import VOICES
+from decision_pipeline.charter.throughput import ThroughputParams, gpu_hours, measure, served
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.params import rule
+
+
+@dataclass
+class ReflectParams:
+    charter: str = rule(doc="the charter file; prompts receive it through {charter}")
+    candidates: dict[str, CandidateParams] = rule(doc="candidate name -> generator settings")
+
+
+@dataclass
+class AgreementParams:
+    n_resamples: int = rule(min=0, doc="bootstrap resamples for kappa's CI (over reflections)")
+    confidence: float = rule(min=0.5, max=0.999, doc="CI level")
+
+
+def candidate(cfg: ReflectParams, name: str) -> CandidateParams:
+    if name not in cfg.candidates:
+        raise PipelineError(f"candidate '{name}' is not in reflect.candidates ({', '.join(cfg.candidates)})")
+    c = cfg.candidates[name]
+    check_candidate(name, c)
+    return c
+
+
+def _generator(name: str, c: CandidateParams, charter: Charter, checks: CheckParams, base_url: str, seed: int):
+    if c.kind == "reference":
+        return ReferenceGenerator(name, c.reference, charter, checks), 0
+    if not c.prompt:
+        raise PipelineError(f"reflect.candidates.{name}.prompt: an endpoint candidate needs a prompt file")
+    prompt = load_prompt(c.prompt, charter)
+    return EndpointGenerator(name, c, prompt, charter, base_url, seed), prompt.version
+
+
+def reflect(name: str, cfg: ReflectParams, checks: CheckParams, docs: list[dict], seed: int) -> tuple[list, dict]:
+    """One reflection record per seed document for candidate `name`, plus metrics."""
+    c, charter = candidate(cfg, name), load_charter(cfg.charter)
+    version = load_prompt(c.prompt, charter).version if c.prompt else 0
+    started = time.perf_counter()
+    if c.kind == "endpoint" and c.serve_model:
+        with served(c.serve_model, c.model, timeout_s=120) as (url, _pid):
+            gen, _ = _generator(name, c, charter, checks, url, seed)
+            texts = gen.reflect(docs)
+    else:
+        gen, _ = _generator(name, c, charter, checks, c.base_url, seed)
+        texts = gen.reflect(docs)
+    seconds = time.perf_counter() - started
+    rows = []
+    for d, text in zip(docs, texts):
+        where = f"candidate '{name}' on '{d['id']}'"
+        voices = parse_reflection(text, where) if c.kind == "reference" else split_voices(text)
+        rows.append({"id": f"{name}/{d['id']}", "doc_id": d["id"], "candidate": name, "kind": c.kind,
+                     "prompt_version": version, "split": d["split"], "safety_score": d["safety_score"],
+                     "document": d["text"], "reflection": text, "voices": voices})
+    missing = sum(1 for r in rows if not all(r["voices"][v] for v in VOICES))
+    return rows, {"candidate": name, "kind": c.kind, "prompt_version": version, "n": len(rows),
+                  "missing_voice": missing, "seconds": seconds}
+
+
+def check_reflections(rows: list[dict], source: str) -> list[dict]:
+    """Reject reflection records lacking a voice entry (hand-edited or foreign files)."""
+    for i, r in enumerate(rows):
+        voices = r.get("voices")
+        if not isinstance(voices, dict):
+            raise PipelineError(f"{source}:{i + 1}: reflection '{r.get('id', '?')}' has no 'voices' object")
+        for v in VOICES:
+            if not isinstance(voices.get(v), str):
+                raise PipelineError(f"{source}:{i + 1}: reflection '{r.get('id', '?')}' is missing voice '{v}'")
+    return rows
+
+
+def judge(rows: list[dict], cfg: JudgeParams, charter_path: str) -> list[dict]:
+    """Judge records for reflection rows (cfg.repeats runs each)."""
+    charter = load_charter(charter_path)
+    prompt = load_prompt(cfg.prompt, charter)
+    records = judge_all(make_judge(cfg, charter), rows, prompt, charter, cfg)
+    by_id = {r["id"]: r for r in rows}
+    for rec in records:
+        rec.update(candidate=by_id[rec["annotation_id"]]["candidate"], judge_prompt_version=prompt.version)
+    return records
+
+
+def annotations_from(reflections: list[dict], judged: list[dict]) -> list[dict]:
+    """Store annotation rows: reflections with the judge's repeat-0 verdict and scores."""
+    first = {j["annotation_id"]: j for j in judged if j["repeat"] == 0}
+    out = []
+    for r in reflections:
+        j = first.get(r["id"], {})
+        out.append({**{k: r[k] for k in store.ANNOTATION_FIELDS}, "judge_verdict": j.get("verdict"),
+                    "judge_scores": j.get("scores")})
+    return out
+
+
+def build_reviews(reflections: list[dict], judged: list[dict], cfg: ReviewsParams, seed: int,
+                  out_dir: Path) -> dict:
+    """A fresh store in out_dir: annotations, then records (seeded or imported) through the
+    validating importer, then the export file. Returns counts."""
+    anns = annotations_from(reflections, judged)
+    db = out_dir / "store.sqlite"
+    conn = store.open_store(db)
+    try:
+        store.add_annotations(conn, anns)
+        if cfg.source == "seeded":
+            ideal = [{**a, "ideal_verdict": a["judge_verdict"], "ideal_scores": a["judge_scores"]} for a in anns]
+            records = seeded_reviews(ideal, cfg, seed)
+            n_rev, n_com = store.add_records(conn, [(f"seeded record {i}", r) for i, r in enumerate(records)])
+        else:
+            n_rev, n_com = store.import_jsonl(conn, cfg.import_path)
+        store.export_jsonl(conn, out_dir / "export.jsonl")
+        revs = store.reviews(conn)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    return {"source": cfg.source, "reviews": n_rev, "comments": n_com,
+            "reflections_reviewed": len({r["annotation_id"] for r in revs}),
+            "reviewers": len({r["reviewer"] for r in revs}), "schema_version": store.SCHEMA_VERSION}
+
+
+def agreement(reflections: list[dict], judged: list[dict], export: Path, cfg: AgreementParams,
+              judge_cfg: JudgeParams, seed: int, store_path: Path) -> tuple[dict, dict]:
+    """Kappa of the judge vs the human reference on the validation split; the rows are
+    also recorded in a store's judge_correlations table. Returns (metrics, confusion)."""
+    conn = store.open_store(store_path)
+    try:
+        store.add_annotations(conn, annotations_from(reflections, judged))
+        store.import_jsonl(conn, export)
+        reference = store.reference_verdicts(store.reviews(conn), store.comments(conn))
+        validation = {r["id"] for r in reflections if r["split"] == "validation"}
+        by_repeat: dict[int, dict[str, str]] = {}
+        for j in judged:
+            by_repeat.setdefault(j["repeat"], {})[j["annotation_id"]] = j["verdict"]
+        result = agreement_over_repeats(by_repeat, reference, validation, cfg.n_resamples, cfg.confidence, seed)
+        versions = sorted({j["judge_prompt_version"] for j in judged})
+        now = time.strftime("%Y-%m-%dT%H:%M:%S")
+        store.record_correlations(conn, [{"judge": judge_cfg.name, "prompt_version": ",".join(map(str, versions)),
+                                          "repeat": int(r), "n": v["n"], "kappa": v["kappa"],
+                                          "concordance": v["concordance"], "created_at": now}
+                                         for r, v in result["repeats"].items()])
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    pairs = Counter((by_repeat[0].get(a), h) for a, h in reference.items() if a in validation)
+    confusion = {j: {h: pairs[(j, h)] for h in LABELS} for j in LABELS}
+    failures = sum(1 for j in judged if j["verdict"] is None)
+    return {"judge": judge_cfg.name, "judge_kind": judge_cfg.kind, "judge_prompt_versions": versions,
+            "repeats": judge_cfg.repeats, "judge_failures": failures,
+            "reviewed_validation": sum(1 for a in reference if a in validation),
+            "reviewed_outside_validation": sum(1 for a in reference if a not in validation), **result}, confusion
+
+
+def throughput(name: str, cfg: ReflectParams, tp: ThroughputParams, docs: list[dict], seed: int) -> dict:
+    """docs/s after warm-up through the candidate's endpoint (served here when serve_model
+    is set), and the GPU-hour extrapolation."""
+    c, charter = candidate(cfg, name), load_charter(cfg.charter)
+    if c.kind != "endpoint":
+        raise PipelineError(f"throughput: candidate '{name}' is a rule-based reference; measure endpoints only")
+    prompt = load_prompt(c.prompt, charter)
+    if c.serve_model:
+        with served(c.serve_model, c.model, tp.server_start_timeout_s) as (url, pid):
+            m = measure(EndpointGenerator(name, c, prompt, charter, url, seed), docs, tp)
+        where = {"server": "decision_pipeline.lm.serve (started here)", "server_pid": pid, "device": "cpu"}
+    else:
+        m = measure(EndpointGenerator(name, c, prompt, charter, c.base_url, seed), docs, tp)
+        where = {"server": c.base_url, "device": "endpoint"}
+    return {"candidate": name, "prompt_version": prompt.version, "warmup_docs": tp.warmup_docs, **m,
+            "workload_docs": tp.workload_docs, "nodes": tp.nodes, "gpus_per_node": tp.gpus_per_node,
+            "gpus_per_instance": c.gpus, "budget_gpu_hours": tp.gpu_hour_budget,
+            **gpu_hours(m["docs_per_s"], c.gpus, tp), **where}

@@ -1,0 +1,154 @@
+"""Candidate generators: clearly named rule-based references of known quality, and
+model endpoints (OpenAI-compatible completions: the project's own served model, vLLM).
+
+Why: the ranking and the hard checks need candidates whose quality is known in
+advance (a ranking that puts them in the wrong order is a bug), and a real model
+behind a real endpoint exercises the serving and throughput path. References:
+- ``ref_cite_right``: both voices, concrete, cites the section that fits  -> accepted
+- ``ref_cite_nothing``: same but no citation  -> accepted on benign text, floored on harmful
+- ``ref_summarise``: summarises with a formulaic opener, no first person  -> rejected
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from decision_pipeline.charter.charter import Charter, check_citations
+from decision_pipeline.charter.checks import CheckParams, doc_keywords, format_reflection, relevant_sections
+from decision_pipeline.charter.prompts import Prompt
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.params import rule
+
+REFERENCES = ("ref_cite_right", "ref_cite_nothing", "ref_summarise")
+KINDS = ("reference", "endpoint")
+
+
+@dataclass
+class CandidateParams:
+    kind: str = rule(choices=KINDS, doc="reference (rule-based, known quality) or endpoint (a served model)")
+    prompt: str = rule(doc="prompt file under configs/prompts/ (front matter 'version: N', {charter} placeholder)")
+    reference: str = rule(doc="for kind=reference: which reference generator (ref_cite_right, ...); '' otherwise")
+    serve_model: str = rule(doc="for kind=endpoint: local model dir the stage serves itself with "
+                                "decision_pipeline.lm.serve on a free port; '' = use base_url as is")
+    base_url: str = rule(doc="for kind=endpoint without serve_model: the OpenAI-compatible /v1 URL (vLLM)")
+    model: str = rule(doc="model name sent to the endpoint (served name or HF id)")
+    tokenizer: str = rule(doc="tokenizer dir or HF id for the endpoint's token-id prompts ('' = serve_model)")
+    max_tokens: int = rule(min=1, doc="completion tokens per reflection")
+    temperature: float = rule(min=0.0, max=2.0, doc="sampling temperature (0 = greedy)")
+    batch_size: int = rule(min=1, doc="prompts per request")
+    concurrency: int = rule(min=1, doc="requests in flight at once")
+    timeout_s: float = rule(min=0.1, doc="seconds per request before a retry")
+    max_retries: int = rule(min=0, doc="retries on connection errors / 5xx before the candidate fails")
+    gpus: int = rule(min=0, doc="GPUs one serving instance occupies (0 for a rule-based reference)")
+
+
+def check_candidate(name: str, cfg: CandidateParams) -> None:
+    """Reject inconsistent candidate settings with a message naming the candidate."""
+    if cfg.kind == "reference" and cfg.reference not in REFERENCES:
+        raise PipelineError(f"reflect.candidates.{name}.reference: {cfg.reference!r} is not one of "
+                            f"{', '.join(REFERENCES)}")
+    if cfg.kind == "endpoint" and not (cfg.serve_model or cfg.base_url):
+        raise PipelineError(f"reflect.candidates.{name}: an endpoint needs serve_model or base_url")
+
+
+class Generator(Protocol):
+    name: str
+
+    def reflect(self, docs: Sequence[dict]) -> list[str]:
+        """One reflection text per document (rows with id, text, safety_score)."""
+        ...
+
+
+class ReferenceGenerator:
+    """A rule-based stand-in generator of known quality (see module docstring)."""
+
+    def __init__(self, name: str, kind: str, charter: Charter, checks: CheckParams):
+        self.name, self.kind, self.charter, self.checks = name, kind, charter, checks
+
+    def one(self, doc: dict) -> str:
+        kw = (doc_keywords(doc["text"]) + ["wording", "tone", "claims"])[:3]
+        section = relevant_sections(doc["text"], doc["safety_score"], self.checks)[0]
+        cite = f" [{section}]" if self.kind == "ref_cite_right" else ""
+        if self.kind == "ref_summarise":
+            voices = {"first_person": f"This document is about {kw[0]} and {kw[1]}, with some {kw[2]}.",
+                      "observer": f"The text describes {kw[0]}, {kw[1]} and {kw[2]} in a few lines."}
+        else:
+            voices = {"first_person": f"I notice how '{kw[0]}' and '{kw[1]}' frame it; I would answer the "
+                                      f"point about {kw[2]} plainly and with care{cite}.",
+                      "observer": f"The mention of {kw[0]} sets the tone, and {kw[2]} is where a reply "
+                                  f"should be careful{cite}."}
+        text = format_reflection(voices)
+        check_citations(text, self.charter, f"reference generator '{self.name}' on '{doc['id']}'")
+        return text
+
+    def reflect(self, docs: Sequence[dict]) -> list[str]:
+        return [self.one(d) for d in docs]
+
+
+class EndpointGenerator:
+    """A model behind an OpenAI-compatible completions endpoint, driven with the
+    candidate's prompt: token-id prompts in batches of `batch_size` per request (the
+    project's server batches within a request; vLLM also across requests), `concurrency`
+    requests in flight, retries with backoff on connection errors and 5xx."""
+
+    def __init__(self, name: str, cfg: CandidateParams, prompt: Prompt, charter: Charter, base_url: str,
+                 seed: int):
+        from decision_pipeline.lm.bpe import load_tokenizer
+
+        self.name, self.cfg, self.prompt, self.charter, self.seed = name, cfg, prompt, charter, seed
+        self.tokenizer = load_tokenizer(cfg.tokenizer or cfg.serve_model)
+        self.url = base_url.rstrip("/") + "/completions"
+        self.completion_tokens = 0
+        self._lock = threading.Lock()
+
+    def prompt_ids(self, doc: dict) -> list[int]:
+        text = self.prompt.render(self.charter, document=doc["text"], safety_score=doc["safety_score"])
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _post(self, body: dict) -> dict:
+        data = json.dumps(body).encode()
+        last = ""
+        for attempt in range(self.cfg.max_retries + 1):
+            if attempt:
+                time.sleep(0.2 * 2 ** (attempt - 1))
+            req = urllib.request.Request(self.url, data=data, method="POST",
+                                         headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=self.cfg.timeout_s) as resp:
+                    return json.loads(resp.read())
+            except urllib.error.HTTPError as exc:
+                detail = exc.read()[:200].decode(errors="replace")
+                if exc.code < 500 and exc.code != 429:
+                    raise PipelineError(f"candidate '{self.name}': {self.url} rejected the request "
+                                        f"(HTTP {exc.code}: {' '.join(detail.split())})") from None
+                last = f"HTTP {exc.code}"
+            except (OSError, ValueError) as exc:
+                last = str(getattr(exc, "reason", exc))
+        raise PipelineError(f"candidate '{self.name}': endpoint {self.url} unreachable after "
+                            f"{self.cfg.max_retries} retries ({last}); start the server or fix its base_url")
+
+    def _batch(self, start: int, prompts: list[list[int]]) -> list[str]:
+        body = {"model": self.cfg.model, "prompt": prompts, "max_tokens": self.cfg.max_tokens,
+                "temperature": self.cfg.temperature, "seed": self.seed + start, "return_token_ids": True}
+        answer = self._post(body)
+        choices = sorted(answer.get("choices") or [], key=lambda c: c.get("index", 0))
+        if len(choices) != len(prompts):
+            raise PipelineError(f"candidate '{self.name}': {self.url} returned {len(choices)} choices for "
+                                f"{len(prompts)} prompts")
+        with self._lock:
+            self.completion_tokens += int((answer.get("usage") or {}).get("completion_tokens", 0))
+        return [str(c.get("text") or "") for c in choices]
+
+    def reflect(self, docs: Sequence[dict]) -> list[str]:
+        ids = [self.prompt_ids(d) for d in docs]
+        b = self.cfg.batch_size
+        starts = list(range(0, len(ids), b))
+        with ThreadPoolExecutor(max_workers=self.cfg.concurrency) as pool:
+            parts = list(pool.map(lambda s: self._batch(s, ids[s:s + b]), starts))
+        return [t for part in parts for t in part]
