@@ -88,11 +88,23 @@ def login_required(view):
     return wrapped
 
 
-def _annotation_or_404(annotation_id: str) -> dict:
+def _annotation(annotation_id: str) -> dict:
+    """The stored annotation with its public key (404 when absent)."""
     ann = store.get_annotation(db(), annotation_id)
     if ann is None:
-        abort(404, f"No reflection with id '{annotation_id}' in the review store")
-    return ann
+        abort(404, "No such reflection in the review store")
+    return {**ann, "key": queries.public_id(annotation_id)}
+
+
+def _by_key(key: str) -> dict:
+    annotation_id = queries.find_annotation(db(), key)
+    if annotation_id is None:
+        abort(404, f"No reflection '{key}' in the review store")
+    return _annotation(annotation_id)
+
+
+def _back(ann: dict, anchor: str, **args) -> str:
+    return url_for("annotation", key=ann["key"], **args) + anchor
 
 
 def _threads(annotation_id: str) -> tuple[list[dict], str | None]:
@@ -169,18 +181,18 @@ def _routes(app: Flask) -> None:
         return render_template("queue.html", items=items, by_score=dict(sorted(by_score.items())), split=split,
                                limit=QUEUE_SHOWN, everyone=queries.progress(db()))
 
-    @app.get("/a/<annotation_id>")
+    @app.get("/a/<key>")
     @login_required
-    def annotation(annotation_id: str):
-        ann = _annotation_or_404(annotation_id)
-        draft = queries.load_draft(db(), annotation_id, session["reviewer"])
+    def annotation(key: str):
+        ann = _by_key(key)
+        draft = queries.load_draft(db(), ann["id"], session["reviewer"])
         return _page(ann, form=draft["fields"] if draft else {}, draft_at=draft["updated_at"] if draft else None)
 
-    @app.post("/a/<annotation_id>/review")
+    @app.post("/a/<key>/review")
     @login_required
-    def submit_review(annotation_id: str):
-        ann = _annotation_or_404(annotation_id)
-        me = session["reviewer"]
+    def submit_review(key: str):
+        ann = _by_key(key)
+        annotation_id, me = ann["id"], session["reviewer"]
         fields, errors = queries.review_from_form(request.form)
         existing = queries.my_review(db(), annotation_id, me)
         if existing:
@@ -200,30 +212,31 @@ def _routes(app: Flask) -> None:
             return _page(ann, form=request.form, errors=[msg], status=409 if dup else 400)
         queries.delete_draft(db(), annotation_id, me)
         flash("Review saved.")
-        return redirect(url_for("annotation", annotation_id=annotation_id) + "#reviews")
+        return redirect(_back(ann, "#reviews"))
 
-    @app.post("/a/<annotation_id>/draft")
+    @app.post("/a/<key>/draft")
     @login_required
-    def save_draft(annotation_id: str):
-        _annotation_or_404(annotation_id)
-        me, autosave = session["reviewer"], bool(request.headers.get("X-Draft-Autosave"))
+    def save_draft(key: str):
+        ann = _by_key(key)
+        annotation_id, me = ann["id"], session["reviewer"]
+        autosave = bool(request.headers.get("X-Draft-Autosave"))
         if queries.my_review(db(), annotation_id, me):      # already submitted: a draft would be stale
             if autosave:
                 return jsonify(error="already reviewed; draft not kept"), 409
             flash("You already reviewed this reflection; no draft kept.")
-            return redirect(url_for("annotation", annotation_id=annotation_id) + "#rubric")
+            return redirect(_back(ann, "#rubric"))
         queries.save_draft(db(), annotation_id, me, request.form)
         saved = queries.load_draft(db(), annotation_id, me)
         if autosave:
             return jsonify(saved_at=saved["updated_at"])
         flash("Draft saved; it stays here until you submit.")
-        return redirect(url_for("annotation", annotation_id=annotation_id) + "#rubric")
+        return redirect(_back(ann, "#rubric"))
 
     def _own_review(review_id: str) -> tuple[dict, dict, list[str]]:
         rev = queries.get_review(db(), review_id)
         if rev is None:
             abort(404, f"No review with id '{review_id}'")
-        ann = _annotation_or_404(rev["annotation_id"])
+        ann = _annotation(rev["annotation_id"])
         errors = []
         if rev["reviewer"] != session["reviewer"]:
             errors.append(f"This review is by {rev['reviewer']}; you ({session['reviewer']}) can comment on it "
@@ -254,7 +267,7 @@ def _routes(app: Flask) -> None:
         except PipelineError as e:
             return _page(ann, form=request.form, errors=[str(e)], editing=rev, action=action, status=403)
         flash("Review updated.")
-        return redirect(url_for("annotation", annotation_id=ann["id"]) + "#reviews")
+        return redirect(_back(ann, "#reviews"))
 
     @app.post("/r/<review_id>/comment")
     @login_required
@@ -262,7 +275,7 @@ def _routes(app: Flask) -> None:
         rev = queries.get_review(db(), review_id)
         if rev is None:
             abort(404, f"No review with id '{review_id}'")
-        ann = _annotation_or_404(rev["annotation_id"])
+        ann = _annotation(rev["annotation_id"])
         body = (request.form.get("body") or "").strip()
         verdict = request.form.get("verdict") or None
         errors = []
@@ -281,7 +294,7 @@ def _routes(app: Flask) -> None:
                                  "body": body, "created_at": created})
         flash("Comment added.")
         # show=reviews: a commenter who has not reviewed this reflection still sees the thread
-        return redirect(url_for("annotation", annotation_id=ann["id"], show="reviews") + f"#thread-{review_id}")
+        return redirect(_back(ann, f"#thread-{review_id}", show="reviews"))
 
     @app.errorhandler(401)
     @app.errorhandler(403)

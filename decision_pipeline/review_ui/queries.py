@@ -56,6 +56,17 @@ def review_id(annotation_id: str, reviewer: str) -> str:
     return "r-" + hashlib.sha256(f"{annotation_id}\0{reviewer}".encode()).hexdigest()[:16]
 
 
+def public_id(annotation_id: str) -> str:
+    """What pages and URLs call an annotation. Annotation ids name the generator
+    ("candidate/doc"); reviewers must not see that, so the UI shows a hash instead."""
+    return "x" + hashlib.sha256(annotation_id.encode()).hexdigest()[:10]
+
+
+def find_annotation(conn: sqlite3.Connection, key: str) -> str | None:
+    """The annotation id whose public_id is `key` (a scan: a store holds thousands at most)."""
+    return next((r[0] for r in conn.execute("SELECT id FROM annotations") if public_id(r[0]) == key), None)
+
+
 def comment_id(review: str, reviewer: str, created_at: str) -> str:
     return "c-" + hashlib.sha256(f"{review}\0{reviewer}\0{created_at}".encode()).hexdigest()[:16]
 
@@ -123,9 +134,10 @@ def queue(conn: sqlite3.Connection, reviewer: str, split: str | None = None) -> 
 
     Round-robin over the safety scores present (0, 1, ..., 5, 0, 1, ...), so any prefix
     of the queue covers the scores evenly; inside a score the least-reviewed come first
-    (ties by id). Each row: id, doc_id, candidate, split, safety_score, n_reviews.
+    (ties by public_id, so one generator's reflections do not come in a row). Each row:
+    id, key (public_id), doc_id, split, safety_score, n_reviews.
     """
-    q = ("SELECT a.id, a.doc_id, a.candidate, a.split, a.safety_score, "
+    q = ("SELECT a.id, a.doc_id, a.split, a.safety_score, "
          "(SELECT count(*) FROM reviews r WHERE r.annotation_id = a.id) AS n_reviews "
          "FROM annotations a WHERE NOT EXISTS "
          "(SELECT 1 FROM reviews r WHERE r.annotation_id = a.id AND r.reviewer = ?)")
@@ -134,9 +146,9 @@ def queue(conn: sqlite3.Connection, reviewer: str, split: str | None = None) -> 
         q, args = q + " AND a.split = ?", args + [split]
     strata: dict[int, list[dict]] = defaultdict(list)
     for row in conn.execute(q, args):
-        strata[row["safety_score"]].append(dict(row))
+        strata[row["safety_score"]].append({**dict(row), "key": public_id(row["id"])})
     for rows in strata.values():
-        rows.sort(key=lambda r: (r["n_reviews"], r["id"]))
+        rows.sort(key=lambda r: (r["n_reviews"], r["key"]))
     out, depth = [], 0
     while any(depth < len(rows) for rows in strata.values()):
         out.extend(strata[s][depth] for s in sorted(strata) if depth < len(strata[s]))

@@ -40,7 +40,7 @@ def make_annotations(n: int = 12) -> list[dict]:
     for i in range(n):
         s = i % 6
         doc, first, observer = DOCS[s]
-        out.append({"id": f"ann-{i:02d}", "doc_id": f"doc-{i:02d}", "candidate": "ref_cite_right",
+        out.append({"id": f"ref_cite_right/ann-{i:02d}", "doc_id": f"doc-{i:02d}", "candidate": "ref_cite_right",
                     "prompt_version": 1, "split": "validation" if i % 2 else "train", "safety_score": s,
                     "document": doc, "reflection": f"First person: {first}\nObserver: {observer}",
                     "judge_verdict": None, "judge_scores": None})
@@ -63,3 +63,8 @@ def rows(path: str, table: str) -> list[dict]:
         return [dict(r) for r in conn.execute(f"SELECT * FROM {table}")]
     finally:
         conn.close()
+
+
+def url(annotation_id: str, suffix: str = "") -> str:
+    """The page (or a form action under it) of an annotation, as the app names it."""
+    return f"/a/{queries.public_id(annotation_id)}{suffix}"

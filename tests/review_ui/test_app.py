@@ -4,9 +4,10 @@ progress, drafts, and concurrent writers."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 
-from review_helpers import filled_form, login, rows
+from review_helpers import filled_form, login, make_annotations, rows, url
 
 from decision_pipeline.review_ui import queries
 
@@ -33,7 +34,7 @@ def test_too_long_name_rejected_and_name_normalised(app):
 
 
 def test_signed_out_post_writes_nothing(app, store_path):
-    r = app.test_client().post("/a/ann-00/review", data=filled_form())
+    r = app.test_client().post(url("ref_cite_right/ann-00", "/review"), data=filled_form())
     assert r.status_code == 401
     assert review_rows(store_path) == []
 
@@ -43,10 +44,10 @@ def test_signed_out_post_writes_nothing(app, store_path):
 def test_valid_review_is_stored_as_submitted(ada, store_path):
     form = filled_form(4, "accept", "good")
     form[queries.score_field("observer", "specificity")] = "5"
-    r = ada.post("/a/ann-03/review", data=form)
-    assert r.status_code == 302 and r.location.startswith("/a/ann-03")
+    r = ada.post(url("ref_cite_right/ann-03", "/review"), data=form)
+    assert r.status_code == 302 and r.location.startswith(url("ref_cite_right/ann-03"))
     [row] = review_rows(store_path)
-    assert row["reviewer"] == "ada" and row["annotation_id"] == "ann-03" and row["verdict"] == "accept"
+    assert row["reviewer"] == "ada" and row["annotation_id"] == "ref_cite_right/ann-03" and row["verdict"] == "accept"
     assert json.loads(row["scores"])["observer"]["specificity"] == 5
     assert json.loads(row["scores"])["first_person"] == {"relevance": 4, "specificity": 4,
                                                          "charter_grounding": 4, "voice_tone": 4}
@@ -54,7 +55,7 @@ def test_valid_review_is_stored_as_submitted(ada, store_path):
 
 
 def _bad(ada, store_path, form, message: bytes, status: int = 400):
-    r = ada.post("/a/ann-00/review", data=form)
+    r = ada.post(url("ref_cite_right/ann-00", "/review"), data=form)
     assert r.status_code == status, r.data[:300]
     assert message in r.data
     assert b"Not saved" in r.data or status != 400
@@ -99,8 +100,8 @@ def test_unknown_annotation_is_404(ada):
 # --------------------------------------------------------------- duplicates
 
 def test_duplicate_submission_rejected_original_kept(ada, store_path):
-    assert ada.post("/a/ann-00/review", data=filled_form(4, "accept")).status_code == 302
-    r = ada.post("/a/ann-00/review", data=filled_form(2, "reject"))
+    assert ada.post(url("ref_cite_right/ann-00", "/review"), data=filled_form(4, "accept")).status_code == 302
+    r = ada.post(url("ref_cite_right/ann-00", "/review"), data=filled_form(2, "reject"))
     assert r.status_code == 409 and b"Duplicate submission" in r.data
     [row] = review_rows(store_path)
     assert row["verdict"] == "accept"
@@ -114,7 +115,7 @@ def test_racing_duplicate_submissions_write_one_row(app, store_path):
 
     def go(c):
         barrier.wait()
-        codes.append(c.post("/a/ann-01/review", data=filled_form()).status_code)
+        codes.append(c.post(url("ref_cite_right/ann-01", "/review"), data=filled_form()).status_code)
     threads = [threading.Thread(target=go, args=(c,)) for c in clients]
     [t.start() for t in threads]
     [t.join() for t in threads]
@@ -130,8 +131,8 @@ def test_concurrent_reviewers_all_written(app, store_path):
         c = app.test_client()
         login(c, name)
         for a in range(4):
-            code = c.post(f"/a/ann-{a:02d}/review", data=filled_form()).status_code
-            code2 = c.post(f"/r/{queries.review_id(f'ann-{a:02d}', name)}/comment",
+            code = c.post(url(f"ref_cite_right/ann-{a:02d}", "/review"), data=filled_form()).status_code
+            code2 = c.post(f"/r/{queries.review_id(f'ref_cite_right/ann-{a:02d}', name)}/comment",
                            data={"body": f"{name} on {a}"}).status_code
             if (code, code2) != (302, 302):
                 errors.append((name, a, code, code2))
@@ -145,8 +146,8 @@ def test_concurrent_reviewers_all_written(app, store_path):
 # ------------------------------------------------------------------ editing
 
 def test_nobody_edits_another_reviewers_review(ada, ben, store_path):
-    ada.post("/a/ann-02/review", data=filled_form(4, "accept", "ada's"))
-    rid = queries.review_id("ann-02", "ada")
+    ada.post(url("ref_cite_right/ann-02", "/review"), data=filled_form(4, "accept", "ada's"))
+    rid = queries.review_id("ref_cite_right/ann-02", "ada")
     r = ben.get(f"/r/{rid}/edit")
     assert r.status_code == 403 and b"This review is by ada; you (ben) can comment on it but not edit it" in r.data
     r = ben.post(f"/r/{rid}/edit", data=filled_form(1, "reject", "ben's"))
@@ -156,8 +157,8 @@ def test_nobody_edits_another_reviewers_review(ada, ben, store_path):
 
 
 def test_own_review_can_be_edited_with_validation(ada, store_path):
-    ada.post("/a/ann-02/review", data=filled_form(4, "accept"))
-    rid = queries.review_id("ann-02", "ada")
+    ada.post(url("ref_cite_right/ann-02", "/review"), data=filled_form(4, "accept"))
+    rid = queries.review_id("ref_cite_right/ann-02", "ada")
     page = ada.get(f"/r/{rid}/edit").data.decode()
     assert 'id="score-observer-voice_tone-4" value="4" checked' in page
     bad = filled_form(2, "reject")
@@ -173,34 +174,34 @@ def test_own_review_can_be_edited_with_validation(ada, store_path):
 # ----------------------------------------------------- threads and the rule
 
 def _reference(client, ann: str) -> str:
-    html = client.get(f"/a/{ann}").data.decode()
+    html = client.get(url(ann)).data.decode()
     start = html.index('id="reference"')
     return html[start:start + 200]
 
 
 def test_thread_verdict_overrides_review_then_majority(ada, ben, store_path):
-    ada.post("/a/ann-04/review", data=filled_form(4, "accept"))
-    rid = queries.review_id("ann-04", "ada")
-    assert "v-accept" in _reference(ada, "ann-04")
+    ada.post(url("ref_cite_right/ann-04", "/review"), data=filled_form(4, "accept"))
+    rid = queries.review_id("ref_cite_right/ann-04", "ada")
+    assert "v-accept" in _reference(ada, "ref_cite_right/ann-04")
     # a remark without a verdict changes nothing
     assert ben.post(f"/r/{rid}/comment", data={"body": "hm, [2.1] fits?", "verdict": ""}).status_code == 302
-    assert "v-accept" in _reference(ada, "ann-04")
+    assert "v-accept" in _reference(ada, "ref_cite_right/ann-04")
     # the thread's latest verdict wins over the review
     ben.post(f"/r/{rid}/comment", data={"body": "it cites a section that does not exist", "verdict": "reject"})
-    assert "v-reject" in _reference(ada, "ann-04")
-    assert b"thread says <strong class=\"v-reject\">reject</strong>" in ada.get("/a/ann-04").data
+    assert "v-reject" in _reference(ada, "ref_cite_right/ann-04")
+    assert b"thread says <strong class=\"v-reject\">reject</strong>" in ada.get(url("ref_cite_right/ann-04")).data
     ada.post(f"/r/{rid}/comment", data={"body": "agreed after all, but the rest is good", "verdict": "accept"})
-    assert "v-accept" in _reference(ada, "ann-04")
+    assert "v-accept" in _reference(ada, "ref_cite_right/ann-04")
     # majority over reviews; a tie is reject
-    ben.post("/a/ann-04/review", data=filled_form(2, "reject"))
-    assert "v-reject" in _reference(ben, "ann-04")
+    ben.post(url("ref_cite_right/ann-04", "/review"), data=filled_form(2, "reject"))
+    assert "v-reject" in _reference(ben, "ref_cite_right/ann-04")
     thread = rows(store_path, "review_comments")
     assert [c["verdict"] for c in sorted(thread, key=lambda c: c["created_at"])] == [None, "reject", "accept"]
 
 
 def test_empty_comment_rejected_nothing_written(ada, ben, store_path):
-    ada.post("/a/ann-05/review", data=filled_form())
-    rid = queries.review_id("ann-05", "ada")
+    ada.post(url("ref_cite_right/ann-05", "/review"), data=filled_form())
+    rid = queries.review_id("ref_cite_right/ann-05", "ada")
     r = ben.post(f"/r/{rid}/comment", data={"body": "  ", "verdict": "reject"})
     assert r.status_code == 400 and b"Write a comment" in r.data
     r = ben.post(f"/r/{rid}/comment", data={"body": "x", "verdict": "maybe"})
@@ -209,34 +210,43 @@ def test_empty_comment_rejected_nothing_written(ada, ben, store_path):
 
 
 def test_others_reviews_hidden_until_you_review(ada, ben):
-    ada.post("/a/ann-06/review", data=filled_form(4, "accept", "ada-notes"))
-    page = ben.get("/a/ann-06").data
+    ada.post(url("ref_cite_right/ann-06", "/review"), data=filled_form(4, "accept", "ada-notes"))
+    page = ben.get(url("ref_cite_right/ann-06")).data
     assert b"hidden until you submit" in page and b"ada-notes" not in page
-    assert b"ada-notes" in ben.get("/a/ann-06?show=reviews").data
-    r = ben.post(f"/r/{queries.review_id('ann-06', 'ada')}/comment", data={"body": "before my own review"})
+    assert b"ada-notes" in ben.get(url("ref_cite_right/ann-06") + "?show=reviews").data
+    r = ben.post(f"/r/{queries.review_id('ref_cite_right/ann-06', 'ada')}/comment", data={"body": "before my own review"})
     assert b"before my own review" in ben.get(r.location).data          # the thread stays in view
-    ben.post("/a/ann-06/review", data=filled_form(3, "reject"))
-    assert b"ada-notes" in ben.get("/a/ann-06").data
+    ben.post(url("ref_cite_right/ann-06", "/review"), data=filled_form(3, "reject"))
+    assert b"ada-notes" in ben.get(url("ref_cite_right/ann-06")).data
 
 
 # --------------------------------------------------------- queue, progress
 
+def _queue(client) -> list[str]:
+    """Annotation ids in the order the queue page lists them (from the public keys)."""
+    keys = {queries.public_id(a["id"]): a["id"] for a in make_annotations()}
+    html = client.get("/queue").data.decode()
+    return [keys[k] for k in re.findall(r'<td><a href="/a/(x[0-9a-f]+)">', html)]
+
+
 def test_queue_is_stratified_and_skips_own_reviews(ada, ben):
-    html = ada.get("/queue").data.decode()
-    order = [line.split(">")[1].split("<")[0] for line in html.split('href="/a/')[2:]]
-    assert order[:6] == ["ann-00", "ann-01", "ann-02", "ann-03", "ann-04", "ann-05"]   # scores 0..5 first
-    ada.post("/a/ann-00/review", data=filled_form())
-    assert 'href="/a/ann-00"' not in ada.get("/queue").data.decode()
-    # for ben, the reviewed ann-00 moves behind the unreviewed ann-06 of the same score
-    ben_html = ben.get("/queue").data.decode()
-    assert ben_html.index('href="/a/ann-06"') < ben_html.index('href="/a/ann-00"')
+    order = _queue(ada)
+    assert len(order) == 12
+    scores = [int(a[-2:]) % 6 for a in order]
+    assert scores == [0, 1, 2, 3, 4, 5] * 2                                       # round-robin over scores
+    ada.post(url(order[0], "/review"), data=filled_form())
+    assert order[0] not in _queue(ada) and len(_queue(ada)) == 11
+    # for ben, the reviewed one moves behind the unreviewed one of the same score
+    ben_order = _queue(ben)
+    assert ben_order.index(order[0]) == 6 and ben_order[0] == order[6]
+    assert "ref_cite_right" not in ada.get("/queue").data.decode()                  # blind: no generator name
 
 
 def test_progress_counts_per_reviewer(ada, ben):
-    for a in ("ann-00", "ann-01", "ann-02"):
-        ada.post(f"/a/{a}/review", data=filled_form())
-    ben.post("/a/ann-00/review", data=filled_form(2, "reject"))
-    ben.post(f"/r/{queries.review_id('ann-00', 'ada')}/comment", data={"body": "no"})
+    for a in ("ref_cite_right/ann-00", "ref_cite_right/ann-01", "ref_cite_right/ann-02"):
+        ada.post(url(a, "/review"), data=filled_form())
+    ben.post(url("ref_cite_right/ann-00", "/review"), data=filled_form(2, "reject"))
+    ben.post(f"/r/{queries.review_id('ref_cite_right/ann-00', 'ada')}/comment", data={"body": "no"})
     assert b"3 / 12 reviewed &middot; 0 comments" in ada.get("/queue").data
     html = ben.get("/queue").data.decode()
     assert "1 / 12 reviewed &middot; 1 comment<" in html
@@ -249,35 +259,35 @@ def test_progress_counts_per_reviewer(ada, ben):
 def test_draft_survives_a_new_session_and_is_cleared_on_submit(app, ada, store_path):
     form = filled_form(notes="half done")
     del form["verdict"]
-    assert ada.post("/a/ann-07/draft", data=form).status_code == 302
+    assert ada.post(url("ref_cite_right/ann-07", "/draft"), data=form).status_code == 302
     fresh = app.test_client()                      # a closed tab / new browser: only the name again
     login(fresh, "ada")
-    page = fresh.get("/a/ann-07").data.decode()
+    page = fresh.get(url("ref_cite_right/ann-07")).data.decode()
     assert "half done</textarea>" in page and "Draft restored" in page
     assert 'id="score-observer-relevance-4" value="4" checked' in page
-    r = fresh.post("/a/ann-07/draft", data={"notes": "more"}, headers={"X-Draft-Autosave": "1"})
+    r = fresh.post(url("ref_cite_right/ann-07", "/draft"), data={"notes": "more"}, headers={"X-Draft-Autosave": "1"})
     assert r.status_code == 200 and "saved_at" in r.get_json()
     assert review_rows(store_path) == []           # a draft is not a review
-    fresh.post("/a/ann-07/review", data=filled_form())
+    fresh.post(url("ref_cite_right/ann-07", "/review"), data=filled_form())
     assert rows(store_path, "review_drafts") == []
-    r = fresh.post("/a/ann-07/draft", data={"notes": "late"}, headers={"X-Draft-Autosave": "1"})
+    r = fresh.post(url("ref_cite_right/ann-07", "/draft"), data={"notes": "late"}, headers={"X-Draft-Autosave": "1"})
     assert r.status_code == 409 and rows(store_path, "review_drafts") == []
 
 
 def test_drafts_are_per_reviewer(ada, ben):
-    ada.post("/a/ann-08/draft", data={"notes": "ada's secret draft"})
-    assert b"ada&#39;s secret draft" not in ben.get("/a/ann-08").data
-    assert b"ada&#39;s secret draft" in ada.get("/a/ann-08").data
+    ada.post(url("ref_cite_right/ann-08", "/draft"), data={"notes": "ada's secret draft"})
+    assert b"ada&#39;s secret draft" not in ben.get(url("ref_cite_right/ann-08")).data
+    assert b"ada&#39;s secret draft" in ada.get(url("ref_cite_right/ann-08")).data
 
 
 # ----------------------------------------------------------- page content
 
 def test_citations_expanded_and_unknown_flagged(ada):
-    html = ada.get("/a/ann-03").data.decode()
+    html = ada.get(url("ref_cite_right/ann-03")).data.decode()
     assert '<a class="cite" href="#first_person-2.1">[2.1]</a>' in html
     assert "Insults, taunts and hostility aimed at people or groups" in html      # section 2.1's text
     assert "the charter has no section" not in html
-    html = ada.get("/a/ann-05").data.decode()
+    html = ada.get(url("ref_cite_right/ann-05")).data.decode()
     assert '<a class="cite unknown" href="#observer-9.9">[9.9]</a>' in html
     assert "the charter has no section 9.9" in html
 
@@ -289,6 +299,6 @@ def test_document_text_is_escaped(app, store_path, ada):
                                   "split": "train", "safety_score": 1, "document": "<script>alert(1)</script>",
                                   "reflection": "First person: I <b>see</b> [1.1]\nObserver: ok"}])
     conn.close()
-    html = ada.get("/a/x").data.decode()
+    html = ada.get(url("x")).data.decode()
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
     assert "<b>see</b>" not in html

@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from review_helpers import CHARTER, ROOT, make_annotations, rows
+from review_helpers import CHARTER, ROOT, make_annotations, rows, url
 
 from decision_pipeline.charter import store
 from decision_pipeline.charter.rubric import DIMENSIONS, VOICES
@@ -122,18 +122,18 @@ def server(tmp_path):
     log = open(tmp_path / "server.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "decision_pipeline.review_ui"], cwd=tmp_path, env=env,
                             stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 30
         while True:
             try:
-                urllib.request.urlopen(url + "/login", timeout=1)
+                urllib.request.urlopen(base + "/login", timeout=1)
                 break
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
                     raise AssertionError("review UI did not start: " + (tmp_path / "server.log").read_text())
                 time.sleep(0.1)
-        yield url, str(live)
+        yield base, str(live)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -155,12 +155,12 @@ def _click_to_next_page(d, element) -> None:
     WebDriverWait(d, 10).until(EC.staleness_of(old))
 
 
-def _login(d, url: str, name: str, ok: bool = True) -> None:
+def _login(d, base: str, name: str, ok: bool = True) -> None:
     """Sign in; wait for the page the form leads to (the queue, or the refusal)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
-    d.get(url + "/")
+    d.get(base + "/")
     box = d.find_element(By.ID, "name")
     box.clear()
     box.send_keys(name)
@@ -173,13 +173,13 @@ def test_review_comment_and_draft_in_a_real_browser(server, new_browser):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
-    url, live = server
+    base, live = server
     d = new_browser()
 
     # an empty name is refused on the page; then sign in
-    _login(d, url, "   ", ok=False)
+    _login(d, base, "   ", ok=False)
     assert "empty reviewer name is not allowed" in d.find_element(By.CSS_SELECTOR, ".errors").text
-    _login(d, url, "ada")
+    _login(d, base, "ada")
     assert d.find_element(By.ID, "me").text == "ada"
     queue = d.find_elements(By.CSS_SELECTOR, "#queue tbody tr")
     assert len(queue) == 12                                 # copied from the pipeline store at start
@@ -187,7 +187,8 @@ def test_review_comment_and_draft_in_a_real_browser(server, new_browser):
 
     # open the first item; citations are expanded to the charter's text
     _click_to_next_page(d, d.find_element(By.ID, "start"))
-    assert "ann-00" in d.current_url
+    assert d.current_url.endswith(url("ref_cite_right/ann-00"))          # first of the queue: score 0
+    assert "ref_cite_right" not in d.page_source                           # blind: no generator name
     assert "Answer the question that was asked" in d.find_element(By.ID, "first_person-3.1").text
 
     # fill the first voice and a note; the autosave keeps a server-side draft
@@ -200,8 +201,8 @@ def test_review_comment_and_draft_in_a_real_browser(server, new_browser):
     # close the browser; a new one (new profile, new cookie) finds the draft again
     d.quit()
     d = new_browser()
-    _login(d, url, "ada")
-    d.get(url + "/a/ann-00")
+    _login(d, base, "ada")
+    d.get(base + url("ref_cite_right/ann-00"))
     assert "Draft restored" in d.find_element(By.ID, "draft-status").text
     assert d.find_element(By.ID, "notes").get_attribute("value").startswith("asks the one question")
     assert d.find_element(By.ID, "score-first_person-relevance-4").is_selected()
@@ -230,7 +231,7 @@ def test_review_comment_and_draft_in_a_real_browser(server, new_browser):
 
     # the rows in the database
     [rev] = rows(live, "reviews")
-    assert (rev["annotation_id"], rev["reviewer"], rev["verdict"]) == ("ann-00", "ada", "reject")
+    assert (rev["annotation_id"], rev["reviewer"], rev["verdict"]) == ("ref_cite_right/ann-00", "ada", "reject")
     import json
     scores = json.loads(rev["scores"])
     assert scores["first_person"] == {dim: 4 for dim in DIMENSIONS}
@@ -240,12 +241,12 @@ def test_review_comment_and_draft_in_a_real_browser(server, new_browser):
     assert (com["review_id"], com["reviewer"], com["verdict"]) == (rev["id"], "ada", "accept")
     assert rows(live, "review_drafts") == []               # submitted: the draft is gone
     # queue no longer offers it
-    d.get(url + "/queue")
+    d.get(base + "/queue")
     assert len(d.find_elements(By.CSS_SELECTOR, "#queue tbody tr")) == 11
 
     shot = os.environ.get("REVIEW_UI_SCREENSHOT")
     if shot:      # the README's picture: a clean, filled form on the next reflection
-        d.get(url + "/a/ann-05")
+        d.get(base + url("ref_cite_right/ann-05"))
         for voice in VOICES:
             for i, dim in enumerate(DIMENSIONS):
                 _pick(d, voice, dim, (4, 5, 4, 3)[i] if voice == "first_person" else (4, 3, 2, 4)[i])

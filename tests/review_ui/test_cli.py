@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from review_helpers import filled_form, make_annotations, rows
+from review_helpers import filled_form, make_annotations, rows, url
 
 from decision_pipeline.charter import store
 from decision_pipeline.charter.rubric import DIMENSIONS, VOICES
@@ -20,9 +20,9 @@ def _live(tmp_path, monkeypatch) -> str:
 
 
 def test_export_round_trips_through_the_pipeline_importer(tmp_path, monkeypatch, app, ada, ben, store_path):
-    ada.post("/a/ann-01/review", data=filled_form(4, "accept", "fine"))
-    ben.post(f"/r/{queries.review_id('ann-01', 'ada')}/comment", data={"body": "no", "verdict": "reject"})
-    ada.post("/a/ann-02/draft", data={"notes": "draft, not exported"})
+    ada.post(url("ref_cite_right/ann-01", "/review"), data=filled_form(4, "accept", "fine"))
+    ben.post(f"/r/{queries.review_id('ref_cite_right/ann-01', 'ada')}/comment", data={"body": "no", "verdict": "reject"})
+    ada.post(url("ref_cite_right/ann-02", "/draft"), data={"notes": "draft, not exported"})
     monkeypatch.setenv("REVIEW_STORE", store_path)
     out = tmp_path / "reviews" / "export.jsonl"
     assert main(["export", "--out", str(out)]) == 0
@@ -32,7 +32,7 @@ def test_export_round_trips_through_the_pipeline_importer(tmp_path, monkeypatch,
     fresh = store.open_store(tmp_path / "fresh.sqlite")      # what the `reviews` stage does with it
     store.add_annotations(fresh, make_annotations())
     assert store.import_jsonl(fresh, out) == (1, 1)
-    assert store.reference_verdicts(store.reviews(fresh), store.comments(fresh)) == {"ann-01": "reject"}
+    assert store.reference_verdicts(store.reviews(fresh), store.comments(fresh)) == {"ref_cite_right/ann-01": "reject"}
 
 
 def test_export_path_follows_params(tmp_path):
@@ -54,7 +54,7 @@ def test_sync_copies_reflections_not_seeded_reviews(tmp_path, monkeypatch):
     source = tmp_path / "pipeline.sqlite"
     conn = store.open_store(source)
     store.add_annotations(conn, make_annotations(6))
-    store.add_review(conn, {"id": "seeded-1", "annotation_id": "ann-00", "reviewer": "ada",
+    store.add_review(conn, {"id": "seeded-1", "annotation_id": "ref_cite_right/ann-00", "reviewer": "ada",
                             "scores": {v: {d: 4 for d in DIMENSIONS} for v in VOICES},
                             "verdict": "accept", "notes": "", "created_at": "2026-01-01T00:00:00"})
     conn.close()

@@ -32,17 +32,29 @@ def conn(tmp_path):
     c.close()
 
 
+def _by_key(*ids: str) -> list[str]:
+    return sorted(ids, key=queries.public_id)
+
+
 def test_queue_round_robins_over_safety_scores(conn):
-    assert [q["id"] for q in queries.queue(conn, "ada")] == ["a", "d", "f", "b", "e", "c"]
+    s0, s1 = _by_key("a", "b", "c"), _by_key("d", "e")           # ties inside a score: by public id
+    expected = [s0[0], s1[0], "f", s0[1], s1[1], s0[2]]          # then round-robin over scores 0, 1, 5
+    assert [q["id"] for q in queries.queue(conn, "ada")] == expected
     assert [q["id"] for q in queries.queue(conn, "ada", "train")] == ["c"]
+    assert all(q["key"] == queries.public_id(q["id"]) and "candidate" not in q for q in queries.queue(conn, "ada"))
 
 
 def test_queue_skips_own_and_puts_least_reviewed_first(conn):
     store.add_review(conn, _review("a", "ben"))
     store.add_review(conn, _review("d", "ada"))
     order = [q["id"] for q in queries.queue(conn, "ada")]
-    assert "d" not in order
-    assert order == ["b", "e", "f", "c", "a"]      # score 0: b, c (0 reviews) before a (1 review)
+    s0 = _by_key("b", "c")
+    assert order == [s0[0], "e", "f", s0[1], "a"]                # score 0: b, c (0 reviews) before a (1 review)
+
+
+def test_public_id_round_trips(conn):
+    assert queries.find_annotation(conn, queries.public_id("e")) == "e"
+    assert queries.find_annotation(conn, "xnothere") is None
 
 
 def test_progress_counts(conn):
