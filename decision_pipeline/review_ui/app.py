@@ -220,12 +220,11 @@ def _routes(app: Flask) -> None:
         ann = _by_key(key)
         annotation_id, me = ann["id"], session["reviewer"]
         autosave = bool(request.headers.get("X-Draft-Autosave"))
-        if queries.my_review(db(), annotation_id, me):      # already submitted: a draft would be stale
+        if not queries.save_draft(db(), annotation_id, me, request.form):   # already submitted
             if autosave:
                 return jsonify(error="already reviewed; draft not kept"), 409
             flash("You already reviewed this reflection; no draft kept.")
             return redirect(_back(ann, "#rubric"))
-        queries.save_draft(db(), annotation_id, me, request.form)
         saved = queries.load_draft(db(), annotation_id, me)
         if autosave:
             return jsonify(saved_at=saved["updated_at"])

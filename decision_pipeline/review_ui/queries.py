@@ -217,14 +217,20 @@ def update_review(conn: sqlite3.Connection, rid: str, reviewer: str, fields: Map
 
 # ----------------------------------------------------------------- drafts
 
-def save_draft(conn: sqlite3.Connection, annotation_id: str, reviewer: str, form: Mapping[str, str]) -> None:
-    """Keep the rubric form's current fields (unvalidated, known keys only)."""
+def save_draft(conn: sqlite3.Connection, annotation_id: str, reviewer: str, form: Mapping[str, str]) -> bool:
+    """Keep the rubric form's current fields (unvalidated, known keys only); False, and
+    nothing kept, once the reviewer's review exists. The test and the write are one
+    statement, so an autosave racing the submit cannot leave a stale draft behind."""
     keep = {score_field(v, d) for v in VOICES for d in DIMENSIONS} | {"verdict", "notes"}
     fields = {k: str(form[k])[:MAX_NOTES] for k in keep if form.get(k)}
     with conn:
-        conn.execute("INSERT INTO review_drafts VALUES (?,?,?,?) ON CONFLICT (annotation_id, reviewer) "
-                     "DO UPDATE SET fields = excluded.fields, updated_at = excluded.updated_at",
-                     (annotation_id, reviewer, json.dumps(fields, sort_keys=True), now()))
+        cur = conn.execute(
+            "INSERT INTO review_drafts SELECT ?, ?, ?, ? WHERE NOT EXISTS "
+            "(SELECT 1 FROM reviews WHERE annotation_id = ? AND reviewer = ?) "
+            "ON CONFLICT (annotation_id, reviewer) DO UPDATE SET fields = excluded.fields, "
+            "updated_at = excluded.updated_at",
+            (annotation_id, reviewer, json.dumps(fields, sort_keys=True), now(), annotation_id, reviewer))
+        return cur.rowcount > 0
 
 
 def load_draft(conn: sqlite3.Connection, annotation_id: str, reviewer: str) -> dict | None:

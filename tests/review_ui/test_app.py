@@ -214,7 +214,8 @@ def test_others_reviews_hidden_until_you_review(ada, ben):
     page = ben.get(url("ref_cite_right/ann-06")).data
     assert b"hidden until you submit" in page and b"ada-notes" not in page
     assert b"ada-notes" in ben.get(url("ref_cite_right/ann-06") + "?show=reviews").data
-    r = ben.post(f"/r/{queries.review_id('ref_cite_right/ann-06', 'ada')}/comment", data={"body": "before my own review"})
+    rid = queries.review_id("ref_cite_right/ann-06", "ada")
+    r = ben.post(f"/r/{rid}/comment", data={"body": "before my own review"})
     assert b"before my own review" in ben.get(r.location).data          # the thread stays in view
     ben.post(url("ref_cite_right/ann-06", "/review"), data=filled_form(3, "reject"))
     assert b"ada-notes" in ben.get(url("ref_cite_right/ann-06")).data

@@ -21,7 +21,8 @@ def _live(tmp_path, monkeypatch) -> str:
 
 def test_export_round_trips_through_the_pipeline_importer(tmp_path, monkeypatch, app, ada, ben, store_path):
     ada.post(url("ref_cite_right/ann-01", "/review"), data=filled_form(4, "accept", "fine"))
-    ben.post(f"/r/{queries.review_id('ref_cite_right/ann-01', 'ada')}/comment", data={"body": "no", "verdict": "reject"})
+    rid = queries.review_id("ref_cite_right/ann-01", "ada")
+    ben.post(f"/r/{rid}/comment", data={"body": "no", "verdict": "reject"})
     ada.post(url("ref_cite_right/ann-02", "/draft"), data={"notes": "draft, not exported"})
     monkeypatch.setenv("REVIEW_STORE", store_path)
     out = tmp_path / "reviews" / "export.jsonl"
