@@ -79,7 +79,8 @@ def reflect(name: str, cfg: ReflectParams, checks: CheckParams, docs: list[dict]
                      "document": d["text"], "reflection": text, "voices": voices})
     missing = sum(1 for r in rows if not all(r["voices"][v] for v in VOICES))
     return rows, {"candidate": name, "kind": c.kind, "prompt_version": version, "n": len(rows),
-                  "missing_voice": missing, "seconds": seconds}
+                  "missing_voice": missing, "truncated_prompts": getattr(gen, "truncated_prompts", 0),
+                  "seconds": seconds}
 
 
 def check_reflections(rows: list[dict], source: str) -> list[dict]:
@@ -182,12 +183,15 @@ def throughput(name: str, cfg: ReflectParams, tp: ThroughputParams, docs: list[d
     prompt = load_prompt(c.prompt, charter)
     if c.serve_model:
         with served(c.serve_model, c.model, tp.server_start_timeout_s) as (url, pid):
-            m = measure(EndpointGenerator(name, c, prompt, charter, url, seed), docs, tp)
-        where = {"server": "decision_pipeline.lm.serve (started here)", "server_pid": pid, "device": "cpu"}
+            gen = EndpointGenerator(name, c, prompt, charter, url, seed)
+            m = measure(gen, docs, tp)
+        where = {"server": f"decision_pipeline.lm.serve {c.serve_model} (started here, stopped by pid)", "device": "cpu"}
     else:
-        m = measure(EndpointGenerator(name, c, prompt, charter, c.base_url, seed), docs, tp)
+        gen = EndpointGenerator(name, c, prompt, charter, c.base_url, seed)
+        m = measure(gen, docs, tp)
         where = {"server": c.base_url, "device": "endpoint"}
     return {"candidate": name, "prompt_version": prompt.version, "warmup_docs": tp.warmup_docs, **m,
+            "truncated_prompts": gen.truncated_prompts,
             "workload_docs": tp.workload_docs, "nodes": tp.nodes, "gpus_per_node": tp.gpus_per_node,
             "gpus_per_instance": c.gpus, "budget_gpu_hours": tp.gpu_hour_budget,
             **gpu_hours(m["docs_per_s"], c.gpus, tp), **where}

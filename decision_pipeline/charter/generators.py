@@ -40,6 +40,8 @@ class CandidateParams:
     model: str = rule(doc="model name sent to the endpoint (served name or HF id)")
     tokenizer: str = rule(doc="tokenizer dir or HF id for the endpoint's token-id prompts ('' = serve_model)")
     max_tokens: int = rule(min=1, doc="completion tokens per reflection")
+    max_prompt_tokens: int = rule(min=0, doc="keep only the last N prompt tokens (a small model's context); "
+                                             "0 = no limit; cut prompts are counted in the metrics")
     temperature: float = rule(min=0.0, max=2.0, doc="sampling temperature (0 = greedy)")
     batch_size: int = rule(min=1, doc="prompts per request")
     concurrency: int = rule(min=1, doc="requests in flight at once")
@@ -105,11 +107,17 @@ class EndpointGenerator:
         self.tokenizer = load_tokenizer(cfg.tokenizer or cfg.serve_model)
         self.url = base_url.rstrip("/") + "/completions"
         self.completion_tokens = 0
+        self.truncated_prompts = 0
         self._lock = threading.Lock()
 
     def prompt_ids(self, doc: dict) -> list[int]:
         text = self.prompt.render(self.charter, document=doc["text"], safety_score=doc["safety_score"])
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        limit = self.cfg.max_prompt_tokens
+        if limit and len(ids) > limit:
+            self.truncated_prompts += 1
+            ids = ids[-limit:]
+        return ids
 
     def _post(self, body: dict) -> dict:
         data = json.dumps(body).encode()

@@ -18,12 +18,19 @@ from stages.s1mb_data import S1mbDataParams
 from stages.s1mb import S1mbParams
 from stages.sft import SFTParams
 from stages.lr_sweep import LrSweepParams
+from decision_pipeline.charter.annotate import AgreementParams, ReflectParams
+from decision_pipeline.charter.judge import JudgeParams
+from decision_pipeline.charter.reviews import ReviewsParams
+from decision_pipeline.charter.seed import SeedSampleParams
+from decision_pipeline.charter.throughput import ThroughputParams
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTIONS = {"base": BaseParams, "items": ItemsParams, "ingest": IngestParams, "tokenizer": TokenizerParams,
             "curate": CurateParams, "pretrain": PretrainParams, "base_model": BaseModelParams,
             "evaluate": EvaluateParams, "generate": GenerateParams, "select_chains": SelectChainsParams,
-            "s1mb_data": S1mbDataParams, "s1mb": S1mbParams, "sft": SFTParams, "lr_sweep": LrSweepParams}
+            "s1mb_data": S1mbDataParams, "s1mb": S1mbParams, "sft": SFTParams, "lr_sweep": LrSweepParams,
+            "seed_sample": SeedSampleParams, "reflect": ReflectParams, "judge": JudgeParams,
+            "reviews": ReviewsParams, "judge_agreement": AgreementParams, "throughput": ThroughputParams}
 FILES = [ROOT / "params.yaml", *sorted((ROOT / "profiles").glob("*.yaml"))]
 
 
@@ -41,7 +48,7 @@ def test_profiles_have_the_same_keys_as_params(path):
         out = set()
         for k, v in d.items():
             out.add(prefix + k)
-            if isinstance(v, dict) and k not in ("filters", "splits", "register_weights"):
+            if isinstance(v, dict) and k not in ("filters", "splits", "register_weights", "candidates", "reviewers"):
                 out |= keys(v, prefix + k + ".")
         return out
     assert keys(yaml.safe_load(path.read_text())) == keys(yaml.safe_load((ROOT / "params.yaml").read_text()))

@@ -1,0 +1,44 @@
+"""Stage `judge@{candidate}`: the rubric judge scores each reflection `judge.repeats`
+times (strict JSON, one retry, then a counted failure); hard checks and the verdict
+rule decide; per-candidate aggregates as metrics."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from decision_pipeline.charter.annotate import ReflectParams, check_reflections, judge
+from decision_pipeline.charter.judge import JudgeParams
+from decision_pipeline.charter.ranking import judge_summary
+from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_section, stage_parser
+
+
+@stage_main
+def main(argv: list[str] | None = None) -> None:
+    ap = stage_parser(__doc__, (JudgeParams, "judge"))
+    ap.add_argument("candidate")
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--reflect-dir", default="data/charter/reflect")
+    ap.add_argument("--out-dir", default="data/charter/judge")
+    ap.add_argument("--metrics-dir", default="metrics/charter/judge")
+    args = ap.parse_args(argv)
+    started = time.time()
+    cfg = load_section(JudgeParams, "judge", args.params)
+    charter = load_section(ReflectParams, "reflect", args.params).charter
+    source = Path(args.reflect_dir) / f"{args.candidate}.jsonl"
+    rows = check_reflections(read_jsonl(source), str(source))
+    records = judge(rows, cfg, charter)
+    metrics = {"candidate": args.candidate, "kind": rows[0]["kind"] if rows else "",
+               "prompt_version": rows[0]["prompt_version"] if rows else 0, "judge": cfg.name,
+               "judge_kind": cfg.kind, "repeats": cfg.repeats, **judge_summary(records, {r["id"]: r for r in rows})}
+    Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+    write_jsonl(Path(args.out_dir) / f"{args.candidate}.jsonl", records)
+    Path(args.metrics_dir).mkdir(parents=True, exist_ok=True)
+    write_json(Path(args.metrics_dir) / f"{args.candidate}.json", metrics)
+    summary(f"judge@{args.candidate}", started, accept_rate=metrics["accept_rate"],
+            mean=metrics["mean_score"], failures=metrics["judge_failures"])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,38 @@
+"""Stage `reflect@{candidate}`: the candidate writes a two-voice reflection on every seed
+document (rule-based reference generators, or a model behind an OpenAI-compatible
+endpoint that the stage serves itself when `serve_model` is set)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from decision_pipeline.charter.annotate import ReflectParams, reflect
+from decision_pipeline.charter.judge import JudgeParams
+from decision_pipeline.common.io import read_table, write_json, write_jsonl
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, stage_parser
+
+
+@stage_main
+def main(argv: list[str] | None = None) -> None:
+    ap = stage_parser(__doc__, (ReflectParams, "reflect"))
+    ap.add_argument("candidate")
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--seed-table", default="data/charter/seed.parquet")
+    ap.add_argument("--out-dir", default="data/charter/reflect")
+    ap.add_argument("--metrics-dir", default="metrics/charter/reflect")
+    args = ap.parse_args(argv)
+    started = time.time()
+    cfg = load_section(ReflectParams, "reflect", args.params)
+    checks = load_section(JudgeParams, "judge", args.params).checks
+    rows, metrics = reflect(args.candidate, cfg, checks, read_table(args.seed_table), load_base(args.params).seed)
+    Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+    write_jsonl(Path(args.out_dir) / f"{args.candidate}.jsonl", rows)
+    Path(args.metrics_dir).mkdir(parents=True, exist_ok=True)
+    write_json(Path(args.metrics_dir) / f"{args.candidate}.json", metrics)
+    summary(f"reflect@{args.candidate}", started, n=metrics["n"], missing_voice=metrics["missing_voice"],
+            seconds=metrics["seconds"])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

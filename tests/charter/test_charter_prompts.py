@@ -1,0 +1,60 @@
+"""Charter parsing, citation checks and prompt-file rules (version, {charter}, no pasted text)."""
+from __future__ import annotations
+
+import pytest
+
+from decision_pipeline.charter.charter import check_citations, citations, parse_charter
+from decision_pipeline.charter.prompts import load_prompt, parse_prompt
+from decision_pipeline.common.errors import PipelineError
+
+
+def test_charter_sections_by_id(charter):
+    assert list(charter.sections)[:3] == ["1.1", "1.2", "2.1"]
+    assert charter.sections["2.1"].title == "Hostile language"
+    assert charter.sections["2.1"].part == "Harm avoidance"
+    assert "Insults" in charter.sections["2.1"].text
+
+
+def test_charter_rejects_duplicates_and_empty_sections():
+    with pytest.raises(PipelineError, match="section 1.1 appears twice"):
+        parse_charter("### 1.1 A\ntext\n### 1.1 B\nmore\n", "c.md")
+    with pytest.raises(PipelineError, match="section 1.2 'B' has no text"):
+        parse_charter("### 1.1 A\ntext\n### 1.2 B\n\n", "c.md")
+
+
+def test_citation_to_a_missing_section_names_the_culprit(charter):
+    assert citations("see [2.1] and [4.2]") == ["2.1", "4.2"]
+    with pytest.raises(PipelineError, match=r"my-file: cites \[7.3\] but configs/charter/charter.md has no section 7.3"):
+        check_citations("First person: I would be careful [7.3].", charter, "my-file")
+    with pytest.raises(PipelineError, match=r"malformed citation '\(2.1\)'"):
+        check_citations("careful (2.1)", charter, "my-file")
+
+
+def test_project_prompts_load_with_versions(charter):
+    for name in ("small_base", "judge", "gpu_small", "gpu_large"):
+        p = load_prompt(f"configs/prompts/{name}.md", charter)
+        assert p.version >= 1
+        text = p.render(charter, document="DOC", reflection="REF", safety_score=3)
+        assert "[2.1] Hostile language." in text and "{charter}" not in text
+
+
+def test_prompt_without_charter_placeholder_is_rejected(charter):
+    with pytest.raises(PipelineError, match=r"p.md: no \{charter\} placeholder"):
+        parse_prompt("---\nversion: 2\n---\nReflect on {document}.\n", charter, "p.md")
+
+
+def test_prompt_with_pasted_charter_text_is_rejected(charter):
+    pasted = charter.sections["2.3"].text.split(".")[0]
+    with pytest.raises(PipelineError, match=r"p.md: pastes charter text \[2.3\]"):
+        parse_prompt(f"---\nversion: 1\n---\n{{charter}}\nRemember: {pasted}.\n{{document}}\n", charter, "p.md")
+
+
+def test_prompt_needs_a_version_and_known_placeholders(charter):
+    with pytest.raises(PipelineError, match="missing front matter"):
+        parse_prompt("{charter} {document}", charter, "p.md")
+    with pytest.raises(PipelineError, match="needs 'version: N'"):
+        parse_prompt("---\nversion: zero\n---\n{charter}", charter, "p.md")
+    with pytest.raises(PipelineError, match=r"unknown placeholder \{doc\}"):
+        parse_prompt("---\nversion: 1\n---\n{charter} {doc}", charter, "p.md")
+    with pytest.raises(PipelineError, match=r"cites \[8.8\]"):
+        parse_prompt("---\nversion: 1\n---\n{charter} e.g. [8.8] {document}", charter, "p.md")

@@ -1,0 +1,117 @@
+"""The charter stages end to end on references (in-process, tiny pool): outputs, the
+ranking's known order, and bad input (unreachable endpoint, reflection missing a voice,
+bad review record) as one error line with nothing written."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import yaml
+
+from decision_pipeline.common.io import write_table
+from stages import judge, judge_agreement, rank_generators, reflect, reviews, seed_sample
+
+ROOT = Path(__file__).resolve().parents[2]
+POOL_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("safety_score", pa.int64()),
+                         ("meta_json", pa.string())])
+TEXTS = ["Thread: hot take lol | user{i}: the patch nerfed my build again, devs are clueless {i}",
+         "Q: How do I restore the backup archive number {i} after the update broke my settings?",
+         "Geneva, May {d} - Minister Keller criticised the refinery plan, calling it premature, on day {i}.",
+         "The glacier basin of Norland formed in the late period; surveys counted {i} lakes and ridges."]
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rows = [{"id": f"pool-{i:05d}", "text": TEXTS[i % 4].format(i=i, d=i % 28 + 1), "safety_score": i % 6,
+             "meta_json": "{}"} for i in range(240)]
+    Path("data/pool").mkdir(parents=True)
+    write_table("data/pool/pool.parquet", rows, POOL_SCHEMA)
+    params = yaml.safe_load((ROOT / "profiles/micro.yaml").read_text())
+    params["reflect"]["charter"] = str(ROOT / "configs/charter/charter.md")
+    params["judge"]["prompt"] = str(ROOT / "configs/prompts/judge.md")
+    params["reflect"]["candidates"].pop("small_base")
+    Path("params.yaml").write_text(yaml.safe_dump(params))
+    return tmp_path, params
+
+
+def run_refs(names) -> None:
+    assert seed_sample.main([]) == 0
+    for n in names:
+        assert reflect.main([n]) == 0
+        assert judge.main([n]) == 0
+
+
+def test_reference_run_ranks_in_known_order_with_kappa(work, capsys):
+    tmp, params = work
+    names = list(params["reflect"]["candidates"])
+    run_refs(names)
+    assert reviews.main([]) == 0 and judge_agreement.main([]) == 0
+    Path("metrics/charter/throughput").mkdir(parents=True)
+    assert rank_generators.main([]) == 0
+    ranking = json.loads(Path("metrics/charter/ranking.json").read_text())
+    assert ranking["order"] == ["ref_cite_right", "ref_cite_nothing", "ref_summarise"]
+    agree = json.loads(Path("metrics/charter/judge_agreement.json").read_text())
+    assert agree["n"] == params["reviews"]["n_reflections"] and agree["kappa_spread"] == 0.0
+    assert -1 <= agree["kappa"] <= 1 and agree["ci_low"] <= agree["kappa"] <= agree["ci_high"]
+    assert all(Path(f"plots/charter/{p}.png").stat().st_size > 0 for p in
+               ("cost_vs_quality", "quality_ranking", "quality_by_dimension", "robustness_by_safety",
+                "judge_calibration"))
+
+
+def test_unreachable_candidate_endpoint_is_one_line_and_writes_nothing(work, capsys, tiny_dir):
+    tmp, params = work
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    params["reflect"]["candidates"]["far"] = {
+        "kind": "endpoint", "prompt": str(ROOT / "configs/prompts/small_base.md"), "reference": "",
+        "serve_model": "", "base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "tokenizer": tiny_dir,
+        "max_tokens": 4, "max_prompt_tokens": 0, "temperature": 0.0, "batch_size": 4, "concurrency": 1, "timeout_s": 2.0,
+        "max_retries": 0, "gpus": 1}
+    Path("params.yaml").write_text(yaml.safe_dump(params))
+    assert seed_sample.main([]) == 0
+    capsys.readouterr()
+    assert reflect.main(["far"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "candidate 'far'" in err[0] and "unreachable" in err[0]
+    assert not Path("data/charter/reflect/far.jsonl").exists()
+    assert not Path("metrics/charter/reflect/far.json").exists()
+
+
+def test_reflection_missing_a_voice_stops_the_judge(work, capsys):
+    run_refs(["ref_cite_right"])
+    path = Path("data/charter/reflect/ref_cite_right.jsonl")
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    del rows[2]["voices"]["observer"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    Path("data/charter/judge/ref_cite_right.jsonl").unlink()
+    capsys.readouterr()
+    assert judge.main(["ref_cite_right"]) == 2
+    err = capsys.readouterr().err
+    assert f"ref_cite_right.jsonl:3: reflection '{rows[2]['id']}' is missing voice 'observer'" in err
+    assert not Path("data/charter/judge/ref_cite_right.jsonl").exists()
+
+
+def test_bad_imported_review_stops_reviews_and_keeps_no_partial_store(work, capsys):
+    tmp, params = work
+    names = list(params["reflect"]["candidates"])
+    run_refs(names)
+    first = json.loads(Path("data/charter/reflect/ref_cite_right.jsonl").read_text().splitlines()[0])
+    scores = {v: {d: 4 for d in ("relevance", "specificity", "charter_grounding", "voice_tone")}
+              for v in ("first_person", "observer")}
+    bad = {"kind": "review", "id": "r1", "annotation_id": first["id"], "reviewer": "ada",
+           "scores": {**scores, "observer": {**scores["observer"], "voice_tone": 9}}, "verdict": "accept",
+           "notes": "", "created_at": "2026-02-01T10:00:00"}
+    Path("reviews").mkdir()
+    Path("reviews/export.jsonl").write_text(json.dumps(bad) + "\n")
+    params["reviews"]["source"] = "import"
+    Path("params.yaml").write_text(yaml.safe_dump(params))
+    capsys.readouterr()
+    assert reviews.main([]) == 2
+    err = capsys.readouterr().err
+    assert "reviews/export.jsonl:1: score 'observer.voice_tone' = 9 is outside 1-5" in err
+    assert not Path("data/reviews").exists() and not Path("metrics/charter/reviews.json").exists()
