@@ -8,7 +8,7 @@ STAMP   := .venv/.installed
 # dvc.yaml commands call `python`: the venv's must come first on PATH
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: install run test bench gpu-params clean-venv s3-local report review
+.PHONY: install run test bench gpu-params clean-venv s3-local report review review-ui review-export
 
 $(STAMP): requirements.lock pyproject.toml
 	python3.11 -m venv .venv || python3 -m venv .venv
@@ -50,3 +50,12 @@ bench: $(STAMP)
 # for trying `dvc push` / `dvc pull`; see README "Remote storage"
 s3-local: $(STAMP)
 	$(PY) -m decision_pipeline.common.local_s3 --port 9000
+
+# The human review web app over the live review store (reviews/store.sqlite), on
+# http://127.0.0.1:8765/ (port: REVIEW_UI_PORT); see README "Human review". Then
+# `make review-export` writes reviews/export.jsonl, the tracked file the pipeline imports.
+review-ui: $(STAMP)
+	$(PY) -m decision_pipeline.review_ui serve
+
+review-export: $(STAMP)
+	$(PY) -m decision_pipeline.review_ui export
