@@ -1,6 +1,7 @@
 """Data-curation library: pure functions the curation stages call (data in, data out).
 
-Pipeline order: pool -> filters -> minhash dedup -> classifier scores -> selection.
+Pipeline order: pool -> filters -> minhash dedup -> classifier scores -> selection
+(``pipeline.curate`` runs them all for the `curate` stage).
 
 pool
     generate_pool(n_docs, noise_fraction, rng, extra_registers=None, register_weights=None) -> list[dict]
@@ -10,7 +11,7 @@ pool
     REGISTERS, NOISE_KINDS
 filters
     build_filters(config) -> list[NamedFilter]     # registry FILTERS: name -> factory
-    apply_filters(docs, filters) -> (kept, drop_counts)   # first failing filter wins
+    apply_filters(docs, filters) -> Filtered(kept, dropped_by, .counts)   # first failing filter wins
     drop_unsafe(docs, max_score) -> (kept, n_dropped)
 minhash
     dedup(docs, num_perm=64, bands=16, rows=4, ngram=5, seed=1, n_threads=None) -> DedupResult

@@ -10,7 +10,7 @@ FILTER_CONFIG = {
     "min_words": {"min": 50},
     "alpha_ratio": {"min": 0.7},
     "repeated_lines": {"max_dup_line_frac": 0.3},
-    "boilerplate": {},
+    "boilerplate": {"max_hits": 0},
 }
 
 
@@ -38,7 +38,7 @@ def model(dev, pool):
 @pytest.fixture(scope="session")
 def filtered(pool, filter_config) -> list[dict]:
     from decision_pipeline.curation.filters import apply_filters, build_filters
-    return apply_filters(pool, build_filters(filter_config))[0]
+    return apply_filters(pool, build_filters(filter_config)).kept
 
 
 @pytest.fixture(scope="session")

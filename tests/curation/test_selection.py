@@ -149,8 +149,9 @@ def test_calibration():
 def _run_chain(seed: int) -> str:
     pool = generate_pool(600, 0.3, np.random.default_rng(seed))
     dev = generate_dev(25, REGISTERS, np.random.default_rng(seed + 1))
-    kept, _ = apply_filters(pool, build_filters({"min_words": {"min": 50}, "alpha_ratio": {"min": 0.7},
-                                                 "repeated_lines": {}, "boilerplate": {}}))
+    kept = apply_filters(pool, build_filters({"min_words": {"min": 50}, "alpha_ratio": {"min": 0.7},
+                                              "repeated_lines": {"max_dup_line_frac": 0.3},
+                                              "boilerplate": {"max_hits": 0}})).kept
     docs = dedup(kept).kept
     model = train_classifier(dev, pool, REGS, epochs=3, seed=seed)
     tok = estimate_token_counts([d["text"] for d in docs], 4.2)
