@@ -73,7 +73,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int, required_tokens: Iterable[s
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKUP_TOKENS])
     for text in required_tokens:
         if len(tok.encode(text, add_special_tokens=False).ids) != 1:
-            raise PipelineError(f"tokenizer: {text!r} is not a single token; raise lm.vocab_size or add it to the corpus")
+            raise PipelineError(f"tokenizer: {text!r} is not a single token; raise tokenizer.vocab_size or add it to the corpus")
     return tok
 
 
