@@ -22,35 +22,16 @@ import pyarrow as pa
 
 from decision_pipeline.common.hashing import make_rng, sha256_int
 from decision_pipeline.common.params import rule
-from decision_pipeline.curation.classifier import RegisterModel, score_docs, train_classifier
+from decision_pipeline.curation.classifier import ClassifierParams, RegisterModel, score_docs, train_classifier
 from decision_pipeline.curation.decontaminate import HeldOutQuestion, decontaminate
 from decision_pipeline.curation.filters import apply_filters, build_filters
-from decision_pipeline.curation.minhash import dedup
+from decision_pipeline.curation.minhash import MinhashParams, dedup
 from decision_pipeline.curation.selection import (
     MODES, Selection, calibrate_chars_per_token, estimate_token_counts, random_selection, select,
 )
 
 SELECTIONS = ("curated", "random")
 SCORES_SCHEMA = pa.schema([("id", pa.string()), ("drop_reason", pa.string()), ("scores_json", pa.string())])
-
-
-@dataclass
-class MinhashParams:
-    """MinHash LSH near-duplicate removal (`bands` × `rows` must equal `num_perm`)."""
-    num_perm: int = rule(min=1, doc="hash permutations per signature")
-    bands: int = rule(min=1, doc="LSH bands")
-    rows: int = rule(min=1, doc="signature rows per band")
-    ngram: int = rule(min=1, doc="word n-gram shingle size")
-
-
-@dataclass
-class ClassifierParams:
-    """The hashed-n-gram register classifier trained on the dev target."""
-    n_buckets: int = rule(min=16, doc="feature hash buckets")
-    epochs: int = rule(min=1, doc="SGD epochs")
-    lr: float = rule(min=0.0, doc="SGD learning rate")
-    l2: float = rule(min=0.0, doc="L2 weight decay per step")
-    n_background: int = rule(min=1, doc="pool documents sampled as the background class")
 
 
 @dataclass
@@ -102,10 +83,8 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
     held_out = held_out_questions(items)
     clean = decontaminate(pool, held_out)
     filtered = apply_filters(clean.kept, filters)
-    deduped = dedup(filtered.kept, p.minhash.num_perm, p.minhash.bands, p.minhash.rows, p.minhash.ngram, seed=seed)
-    clf = train_classifier(dev, clean.kept, p.registers, n_background=p.classifier.n_background,
-                           n_buckets=p.classifier.n_buckets, epochs=p.classifier.epochs, lr=p.classifier.lr,
-                           l2=p.classifier.l2, seed=seed)
+    deduped = dedup(filtered.kept, p.minhash, seed=seed)
+    clf = train_classifier(dev, clean.kept, p.registers, p.classifier, seed=seed)
     candidates = deduped.kept if name == "curated" else clean.kept
     scores = score_docs(clf, candidates)
     tokens = estimate_token_counts([d["text"] for d in candidates], chars_per_token)
