@@ -27,11 +27,11 @@ def tiny_dir(tmp_path_factory, questions) -> str:
     from decision_pipeline.decision.families import reasoning_text
     from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model
     from decision_pipeline.lm.bpe import train_bpe, wrap_fast
-    from stages.tokenizer import question_chats
+    from decision_pipeline.lm.bpe import question_chats
     rng = random.Random(0)
     corpus = question_chats(questions) + [reasoning_text(rng) for _ in range(300)]
     corpus += [" ".join(f"Answer: {c}" for c in "ABCDEFGH")] * 10
-    tok = wrap_fast(train_bpe(corpus, 800, [f" {c}" for c in "ABCDEFGH"]), 512)
+    tok = wrap_fast(train_bpe(corpus, 800, [f" {c}" for c in "ABCDEFGH"], min_frequency=2), 512)
     spec = TinyModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_positions=512)
     model = build_tiny_model(spec, len(tok), tok.pad_token_id, tok.eos_token_id, seed=0)
     path = tmp_path_factory.mktemp("tiny")

@@ -53,17 +53,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from decision_pipeline.bench.s1mb import Case, Prediction, Question, check_probabilities
+from decision_pipeline.common.params import rule
 from decision_pipeline.decision.questions import LABELS
 from decision_pipeline.lm.readout import softmax
 
 __all__ = [
-    "CHUNK_SIZE", "CHUNK_METHOD", "ADAPTER_NAME", "AdapterConfig", "Reader", "render_state",
+    "CHUNK_SIZE", "CHUNK_METHOD", "ADAPTER_NAME", "S1mbParams", "TaskTemperatures", "Reader", "render_state",
     "to_pipeline_question", "case_questions", "chunk_bounds", "compose_chunks", "readout_distributions",
     "model_reader", "margins", "select_routed", "thinking_distribution", "to_probabilities",
     "predict_cases",
@@ -78,15 +79,26 @@ Reader = Callable[[Sequence[dict]], list[np.ndarray]]
 
 
 @dataclass
-class AdapterConfig:
-    """How the adapter reads a model (mirrors the ``s1mb`` params section)."""
+class TaskTemperatures:
+    """Readout softmax temperature per task type (adapter-side, recorded in model.settings)."""
+    noul: float = rule(min=0.01, doc="temperature of noul (yes/no) questions")
+    choice: float = rule(min=0.01, doc="temperature of choice questions")
+    score: float = rule(min=0.01, doc="temperature of score questions")
 
-    temperatures: dict[str, float] = field(default_factory=lambda: {"noul": 1.0, "choice": 1.0, "score": 1.0})
-    batch_size: int = 32
-    route_fraction: float = 0.0
-    route_eps: float = 0.01
-    max_new_tokens: int = 96
-    seed: int = 0
+    def get(self, task: str, default: float = 1.0) -> float:
+        return float(getattr(self, task, default))
+
+
+@dataclass
+class S1mbParams:
+    """How the adapter reads a model and what it is ranked against (the ``s1mb`` params section)."""
+    batch_size: int = rule(min=1, doc="questions per readout forward pass (and per thinking batch)")
+    temperatures: TaskTemperatures = rule(doc="readout softmax temperature per task type")
+    route_fraction: float = rule(min=0.0, max=1.0, doc="lowest-margin share answered by thinking")
+    route_eps: float = rule(min=0.0, max=0.5, doc="mass spread off the thinking answer")
+    max_new_tokens: int = rule(min=1, doc="thinking chain length limit")
+    cohort_dir: str = rule(doc="directory of published model folders for Borda/rank; '' = none")
+    threads: int = rule(min=1, doc="torch CPU threads")
 
 
 # ---------------------------------------------------------------- question mapping
@@ -215,7 +227,8 @@ def readout_distributions(read: Reader, questions: Sequence[dict], size: int = C
     return out  # type: ignore[return-value]
 
 
-def model_reader(model: Any, tok: Any, temperatures: Mapping[str, float], batch_size: int = 32) -> Reader:
+def model_reader(model: Any, tok: Any, temperatures: TaskTemperatures | Mapping[str, float],
+                 batch_size: int) -> Reader:
     """The pipeline readout (``decision_pipeline.decision.answering.readout``) + per-task temperature softmax."""
     from decision_pipeline.decision.answering import readout
 
@@ -261,7 +274,7 @@ def thinking_distribution(n_options: int, index: int, eps: float) -> np.ndarray:
 
 
 def _route(model: Any, tok: Any, items: Sequence[dict], dists: list[np.ndarray],
-           config: AdapterConfig) -> dict[str, Any]:
+           config: S1mbParams, seed: int) -> dict[str, Any]:
     eligible = [len(q["options"]) <= CHUNK_SIZE for q in items]
     chosen = select_routed(dists, config.route_fraction, eligible)
     info = {"method": "lowest-margin-thinking-v1", "fraction": config.route_fraction, "eps": config.route_eps,
@@ -272,7 +285,7 @@ def _route(model: Any, tok: Any, items: Sequence[dict], dists: list[np.ndarray],
     from decision_pipeline.lm.backends import SamplingSettings, make_backend
 
     backend = make_backend("hf", model=model, tokenizer=tok, batch_size=config.batch_size)
-    settings = SamplingSettings(max_new_tokens=config.max_new_tokens, temperature=0.0, seed=config.seed,
+    settings = SamplingSettings(max_new_tokens=config.max_new_tokens, temperature=0.0, seed=seed,
                                 stop_token_ids=(tok.eos_token_id,))
     records = thinking(backend, model, tok, [items[i] for i in chosen], settings, config.batch_size)
     for i, record in zip(chosen, records):
@@ -294,14 +307,14 @@ def to_probabilities(question: Question, distribution: np.ndarray, /, **where: A
     return probabilities
 
 
-def predict_cases(cases: Sequence[Case], read: Reader, config: AdapterConfig | None = None,
+def predict_cases(cases: Sequence[Case], read: Reader, config: S1mbParams, seed: int,
                   model: Any = None, tok: Any = None) -> tuple[list[Prediction], dict[str, Any]]:
     """Predictions for every question of ``cases`` and the ``model.settings`` that produced them.
 
     ``read`` is ``model_reader(...)`` for a real model (or any function with the
-    same contract in tests); ``model``/``tok`` are only needed for routed thinking.
+    same contract in tests); ``model``/``tok`` are only needed for routed thinking
+    (greedy, seeded by ``seed``).
     """
-    config = config or AdapterConfig()
     items = case_questions(cases)
     stats: dict[str, Any] = {}
     dists = readout_distributions(read, [pq for _, _, pq in items], CHUNK_SIZE, stats)
@@ -315,7 +328,7 @@ def predict_cases(cases: Sequence[Case], read: Reader, config: AdapterConfig | N
     if config.route_fraction > 0:
         if model is None or tok is None:
             raise ValueError("routed thinking needs the model and tokenizer")
-        settings["routing"] = _route(model, tok, [pq for _, _, pq in items], dists, config)
+        settings["routing"] = _route(model, tok, [pq for _, _, pq in items], dists, config, seed)
     else:
         settings["routing"] = {"method": "none", "fraction": 0.0}
     predictions = [

@@ -1,6 +1,7 @@
 """Data-curation library: pure functions the curation stages call (data in, data out).
 
-Pipeline order: pool -> filters -> minhash dedup -> classifier scores -> selection.
+Pipeline order: pool -> filters -> minhash dedup -> classifier scores -> selection
+(``pipeline.curate`` runs them all for the `curate` stage).
 
 pool
     generate_pool(n_docs, noise_fraction, rng, extra_registers=None, register_weights=None) -> list[dict]
@@ -10,20 +11,20 @@ pool
     REGISTERS, NOISE_KINDS
 filters
     build_filters(config) -> list[NamedFilter]     # registry FILTERS: name -> factory
-    apply_filters(docs, filters) -> (kept, drop_counts)   # first failing filter wins
+    apply_filters(docs, filters) -> Filtered(kept, dropped_by, .counts)   # first failing filter wins
     drop_unsafe(docs, max_score) -> (kept, n_dropped)
 minhash
-    dedup(docs, num_perm=64, bands=16, rows=4, ngram=5, seed=1, n_threads=None) -> DedupResult
+    dedup(docs, p: MinhashParams, seed, n_threads=None) -> DedupResult
     minhash_signatures(texts, ...) -> uint64[n, num_perm]; shingle_hashes; lsh_groups; cluster
     check_lsh_params(num_perm, bands, rows)
 classifier
-    featurize(texts, n_buckets=2**18) -> Features
-    train_classifier(dev_docs, pool_docs, registers, **hyper) -> RegisterModel (with .report)
+    featurize(texts, n_buckets) -> Features
+    train_classifier(dev_docs, pool_docs, registers, p: ClassifierParams, seed=...) -> RegisterModel (with .report)
     score_docs(model, docs) -> float64[n_docs, n_registers]
     save_model(model, path) / load_model(path)
 selection
-    select(docs, scores, token_counts, budget, registers, mode="docs", overfill=1.0, reserve=0.0) -> Selection
-    random_selection(docs, token_counts, budget, rng, reserve=0.0, scores=None, registers=None) -> Selection
+    select(docs, scores, token_counts, budget, registers, mode, overfill, reserve) -> Selection
+    random_selection(docs, token_counts, budget, rng, reserve, scores=None, registers=None) -> Selection
     quantize_scores(scores) -> int64; calibrate_chars_per_token(texts, count_tokens_fn) -> float
     estimate_token_counts(texts, chars_per_token) -> int64[n]; register_mix(...)
 

@@ -23,11 +23,22 @@ from pathlib import Path
 import numpy as np
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.params import rule
 from decision_pipeline.curation._hashing import mix64, token_hashes
 
 BACKGROUND = "background"
 _BIGRAM = np.uint64(0x9FB21C651E98DF25)
 _CHUNK_DOCS = 2000
+
+
+@dataclass
+class ClassifierParams:
+    """The hashed-n-gram register classifier trained on the dev target."""
+    n_buckets: int = rule(min=16, doc="feature hash buckets")
+    epochs: int = rule(min=1, doc="SGD epochs")
+    lr: float = rule(min=0.0, doc="SGD learning rate")
+    l2: float = rule(min=0.0, doc="L2 weight decay per step")
+    n_background: int = rule(min=1, doc="pool documents sampled as the background class")
 
 
 @dataclass(frozen=True)
@@ -51,10 +62,10 @@ class Features:
         return pos, self.indices[idx], self.data[idx]
 
 
-def featurize(texts: Sequence[str], n_buckets: int = 1 << 18) -> Features:
+def featurize(texts: Sequence[str], n_buckets: int) -> Features:
     """Hashed unigram+bigram features, sqrt(tf), L2-normalised per doc (empty doc = no features)."""
     if isinstance(n_buckets, bool) or not isinstance(n_buckets, int) or not 2 <= n_buckets <= 1 << 30:
-        raise PipelineError(f"classifier.n_buckets: got {n_buckets!r}; use an int in [2, 2**30] (default 2**18)")
+        raise PipelineError(f"classifier.n_buckets: got {n_buckets!r}; use an int in [2, 2**30]")
     indptr, indices, data = [np.zeros(1, np.int64)], [], []
     for c0 in range(0, len(texts), _CHUNK_DOCS):
         chunk = texts[c0:c0 + _CHUNK_DOCS]
@@ -114,16 +125,16 @@ def _split(labels: np.ndarray, n_classes: int, frac: float, rng: np.random.Gener
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(held))
 
 
-def train_classifier(dev_docs: Sequence[Mapping], pool_docs: Sequence[Mapping], registers: Sequence[str], *,
-                     n_background: int | None = None, n_buckets: int = 1 << 18, epochs: int = 8,
-                     lr: float = 2.0, l2: float = 1e-5, batch_size: int = 64, heldout_frac: float = 0.2,
-                     seed: int = 0) -> RegisterModel:
+def train_classifier(dev_docs: Sequence[Mapping], pool_docs: Sequence[Mapping], registers: Sequence[str],
+                     p: ClassifierParams, *, seed: int, batch_size: int = 64,
+                     heldout_frac: float = 0.2) -> RegisterModel:
     """Train on dev docs (classes = ``registers``) + ``background`` sampled from the pool.
 
-    ``n_background`` defaults to the largest register's dev count. The report gives
+    ``p.n_background`` pool documents (at most the pool) form the background class. The report gives
     held-out accuracy over all classes vs chance (1/n_classes) and ``register_accuracy``
     (held-out register docs, argmax over register columns only: what selection uses).
     """
+    n_buckets, epochs, lr, l2 = p.n_buckets, p.epochs, p.lr, p.l2
     registers = list(registers)
     if not registers or len(set(registers)) != len(registers) or BACKGROUND in registers:
         raise PipelineError(f"classifier: registers {registers} must be non-empty, unique and not '{BACKGROUND}'")
@@ -144,7 +155,7 @@ def train_classifier(dev_docs: Sequence[Mapping], pool_docs: Sequence[Mapping], 
     if not pool_docs:
         raise PipelineError("classifier: the pool is empty, so there is no background class; check the pool stage")
     rng = np.random.default_rng(seed)
-    n_bg = min(n_background or max(len(t) for t in by_reg.values()), len(pool_docs))
+    n_bg = min(p.n_background, len(pool_docs))
     bg_idx = np.sort(rng.choice(len(pool_docs), size=n_bg, replace=False))
     texts = [t for r in registers for t in by_reg[r]] + [pool_docs[int(i)]["text"] for i in bg_idx]
     labels = np.repeat(np.arange(len(registers) + 1), [len(by_reg[r]) for r in registers] + [n_bg])

@@ -9,14 +9,22 @@ tests and reports; selection code never reads them.
 """
 from __future__ import annotations
 
+import json
+import random
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.hashing import make_rng
 from decision_pipeline.common.io import iter_jsonl
+from decision_pipeline.common.params import rule
 from decision_pipeline.curation import _lexicon as lx
+from decision_pipeline.decision.families import reasoning_text
 from decision_pipeline.curation._grammar import CLEAN_GENERATORS, REGISTERS, Draw, near_dup_text, noise_text
 
 NOISE_KINDS: tuple[str, ...] = ("boilerplate", "repeated", "near_dup", "junk", "short")
@@ -31,6 +39,22 @@ _SAFETY: dict[str, list[float]] = {
     "extra": [0.5, 0.3, 0.1, 0.05, 0.03, 0.02],
 }
 ExtraRegisters = Mapping[str, Callable[[np.random.Generator], str]]
+POOL_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("safety_score", pa.int64()),
+                         ("meta_json", pa.string())])
+DEV_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("register", pa.string())])
+
+
+@dataclass
+class IngestParams:
+    """The pool to curate and the held-out dev target (generated, or external files)."""
+    n_docs: int = rule(min=1, doc="generated pool size")
+    noise_fraction: float = rule(min=0.0, max=0.99, doc="share of generated pool documents that are web noise")
+    dev_per_register: int = rule(min=1, doc="generated dev documents per register")
+    dev_registers: list[str] = rule(choices=REGISTERS + ("reasoning",), doc="registers of the dev target")
+    register_weights: dict[str, float] = rule(
+        doc="share of clean pool documents per register (a web crawl is not shaped like the target)")
+    external_pool: str = rule(doc="JSONL/Parquet file or directory replacing the generated pool; '' = generate")
+    external_dev: str = rule(doc="JSONL/Parquet dev file with id, text, register; '' = generate")
 
 
 def _safety(group: str, d: Draw) -> int:
@@ -200,3 +224,46 @@ def load_external_pool(path: str | Path) -> list[dict]:
                 r["id"] = str(r["id"])
         docs.extend(rows)
     return validate_pool(docs, source=str(p))
+
+
+def _reasoning(g: np.random.Generator) -> str:
+    return reasoning_text(random.Random(int(g.integers(2**62))))
+
+
+def _pool_row(doc: dict) -> dict:
+    meta = {k: v for k, v in doc.items() if k not in ("id", "text", "safety_score")}
+    score = doc.get("safety_score", 0)
+    return {"id": str(doc["id"]), "text": doc["text"], "safety_score": int(score if score is not None else 0),
+            "meta_json": json.dumps(meta, sort_keys=True, default=str)}
+
+
+def ingest(p: IngestParams, seed: int) -> tuple[list[dict], list[dict], dict]:
+    """Pool rows (POOL_SCHEMA), dev rows (DEV_SCHEMA) and metrics; dev never shares a text with the pool.
+
+    The generated registers include ``reasoning``: documents in the decision questions' own language.
+    """
+    extra = {"reasoning": _reasoning}
+    if p.external_pool:
+        pool = load_external_pool(p.external_pool)
+    else:
+        pool = generate_pool(p.n_docs, p.noise_fraction, make_rng(seed, "pool"), extra_registers=extra,
+                             register_weights=p.register_weights or None)
+    pool = validate_pool(pool, p.external_pool or "pool")
+    if p.external_dev:
+        dev = [{"id": str(d["id"]), "text": d["text"], "register": str(d.get("register", ""))}
+               for d in load_external_pool(p.external_dev)]
+    else:
+        dev = generate_dev(p.dev_per_register, p.dev_registers, make_rng(seed, "dev"), extra_registers=extra,
+                           avoid_texts=[d["text"] for d in pool])
+    counts = Counter(d["register"] for d in dev)
+    empty = [r for r in p.dev_registers if counts.get(r, 0) == 0]
+    if empty:
+        raise PipelineError(f"ingest: dev register '{empty[0]}' has no documents; add some or drop it from ingest.dev_registers")
+    overlap = {d["text"] for d in dev} & {d["text"] for d in pool}
+    if overlap:
+        raise PipelineError(f"ingest: {len(overlap)} dev texts also occur in the pool; the dev target must be held out")
+    metrics = {"pool_docs": len(pool), "dev_docs": len(dev), "dev_registers": dict(sorted(counts.items())),
+               "pool_words": int(sum(len(d["text"].split()) for d in pool)),
+               "safety_scores": {str(k): v for k, v in sorted(Counter(int(d.get("safety_score") or 0) for d in pool).items())}}
+    dev_rows = [{"id": d["id"], "text": d["text"], "register": d["register"]} for d in dev]
+    return [_pool_row(d) for d in pool], dev_rows, metrics

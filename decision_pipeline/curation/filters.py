@@ -7,9 +7,11 @@ scoring. Each filter is a factory in ``FILTERS`` configured from params, e.g.::
     {"min_words": {"min": 50}, "alpha_ratio": {"min": 0.7},
      "repeated_lines": {"max_dup_line_frac": 0.3}, "boilerplate": {"patterns": [...]}}
 
-Filters run in config order and the FIRST failing filter wins: a document is counted
-once, under that filter's name, so drop counts sum to the number of dropped documents
-and depend on the order given in params.
+Filters run in config order and the FIRST failing filter wins: ``apply_filters`` records,
+per dropped document, the name of that filter (datatrove style), so drop counts per filter
+sum to the number of dropped documents and depend on the order given in params. Every
+threshold comes from params (no code default to disagree with params.yaml); only the
+boilerplate pattern list has a built-in default, which params does not set.
 """
 from __future__ import annotations
 
@@ -48,19 +50,19 @@ def _num(name: str, key: str, v: object, lo: float, hi: float | None = None) -> 
     return float(v)
 
 
-def min_words(min: int = 50) -> Check:  # noqa: A002 - param name mirrors the params key
+def min_words(min: int) -> Check:  # noqa: A002 - param name mirrors the params key
     """Drop pages shorter than ``min`` whitespace words (stubs, error pages)."""
     lo = _num("min_words", "min", min, 0)
     return lambda text: (True, "") if len(text.split()) >= lo else (False, "min_words")
 
 
-def max_words(max: int = 100_000) -> Check:  # noqa: A002
+def max_words(max: int) -> Check:  # noqa: A002
     """Drop pathologically long pages (dumps, logs) that would eat the budget alone."""
     hi = _num("max_words", "max", max, 1)
     return lambda text: (True, "") if len(text.split()) <= hi else (False, "max_words")
 
 
-def alpha_ratio(min: float = 0.7) -> Check:  # noqa: A002
+def alpha_ratio(min: float) -> Check:  # noqa: A002
     """Drop symbol/number junk: share of alphabetic chars among non-space chars below ``min``."""
     lo = _num("alpha_ratio", "min", min, 0.0, 1.0)
 
@@ -74,7 +76,7 @@ def alpha_ratio(min: float = 0.7) -> Check:  # noqa: A002
     return check
 
 
-def repeated_lines(max_dup_line_frac: float = 0.3) -> Check:
+def repeated_lines(max_dup_line_frac: float) -> Check:
     """Drop pages whose non-empty lines are mostly repeats of earlier lines (spam, nav dumps)."""
     hi = _num("repeated_lines", "max_dup_line_frac", max_dup_line_frac, 0.0, 1.0)
 
@@ -88,7 +90,7 @@ def repeated_lines(max_dup_line_frac: float = 0.3) -> Check:
     return check
 
 
-def boilerplate(patterns: Sequence[str] = DEFAULT_BOILERPLATE, max_hits: int = 0) -> Check:
+def boilerplate(max_hits: int, patterns: Sequence[str] = DEFAULT_BOILERPLATE) -> Check:
     """Drop pages matching more than ``max_hits`` distinct boilerplate regexes (case-insensitive)."""
     if isinstance(patterns, str) or not all(isinstance(p, str) for p in patterns):
         raise PipelineError("filters.boilerplate.patterns: must be a list of regex strings")
@@ -134,22 +136,42 @@ def build_filters(config: Mapping[str, Mapping | None]) -> list[NamedFilter]:
     return out
 
 
-def apply_filters(docs: Sequence[Mapping], filters: Sequence[NamedFilter]) -> tuple[list[dict], dict[str, int]]:
-    """Keep docs passing every filter; ``drop_counts`` counts each drop under the first failing filter."""
-    counts = {f.name: 0 for f in filters}
-    kept = []
+@dataclass(frozen=True)
+class Filtered:
+    """What ``apply_filters`` kept, and for every dropped document the filter that dropped it."""
+
+    kept: list[dict]
+    dropped_by: dict[str, str]   # document id -> name of the first filter it failed (input order)
+    filter_names: tuple[str, ...]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Drops per filter name, every configured filter listed (config order), zeros included."""
+        counts = dict.fromkeys(self.filter_names, 0)
+        for name in self.dropped_by.values():
+            counts[name] += 1
+        return counts
+
+
+def apply_filters(docs: Sequence[Mapping], filters: Sequence[NamedFilter]) -> Filtered:
+    """Keep docs passing every filter; a dropped doc is charged to the FIRST filter it fails (datatrove style)."""
+    names = tuple(f.name for f in filters)
+    if len(set(names)) != len(names):
+        raise PipelineError(f"filters: a filter name occurs twice in {list(names)}; each filter runs once")
+    kept, dropped_by = [], {}
     for doc in docs:
         text = doc.get("text")
         if not isinstance(text, str):
             raise PipelineError(f"filters: document '{doc.get('id')}' has non-string text; fix the pool")
         for f in filters:
-            ok, reason = f.check(text)
-            if not ok:
-                counts[reason or f.name] = counts.get(reason or f.name, 0) + 1
+            if not f.check(text)[0]:
+                if doc["id"] in dropped_by:
+                    raise PipelineError(f"filters: duplicate document id '{doc['id']}'; ids must be unique")
+                dropped_by[doc["id"]] = f.name
                 break
         else:
             kept.append(dict(doc))
-    return kept, counts
+    return Filtered(kept, dropped_by, names)
 
 
 def drop_unsafe(docs: Sequence[Mapping], max_score: int) -> tuple[list[dict], int]:

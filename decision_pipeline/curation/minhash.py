@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.params import rule
 from decision_pipeline.curation._hashing import mix64, token_hashes
 
 MERSENNE = np.uint64((1 << 61) - 1)
@@ -40,6 +41,15 @@ _SEED_SHORT = np.uint64(0x61C8864680B583EB)
 _LOW = 0 if sys.byteorder == "little" else 1  # which uint32 half of a uint64 holds the low bits
 _BATCH_ELEMS = 1 << 16  # shingles x perms per numpy batch: keeps the work buffer in cache
 _DOC_CHUNK = 4096  # docs shingled at once: bounds memory on a large pool
+
+
+@dataclass
+class MinhashParams:
+    """MinHash LSH near-duplicate removal (`bands` × `rows` must equal `num_perm`)."""
+    num_perm: int = rule(min=1, doc="hash permutations per signature")
+    bands: int = rule(min=1, doc="LSH bands")
+    rows: int = rule(min=1, doc="signature rows per band")
+    ngram: int = rule(min=1, doc="word n-gram shingle size")
 
 
 def check_lsh_params(num_perm: int, bands: int, rows: int) -> None:
@@ -53,7 +63,7 @@ def check_lsh_params(num_perm: int, bands: int, rows: int) -> None:
                             "change bands/rows so their product equals num_perm (research: 64 = 16*4)")
 
 
-def shingle_hashes(texts: Sequence[str], ngram: int = 5) -> tuple[np.ndarray, np.ndarray]:
+def shingle_hashes(texts: Sequence[str], ngram: int) -> tuple[np.ndarray, np.ndarray]:
     """All docs' shingle values (uint64 < 2**32) concatenated, plus offsets ``[n_docs + 1]``.
 
     Word hashes come from ``token_hashes`` (lower-cased whitespace words, already
@@ -132,7 +142,7 @@ def _sign_range(x: np.ndarray, offsets: np.ndarray, lo: int, hi: int, coef: tupl
         d0 = d1
 
 
-def minhash_signatures(texts: Sequence[str], num_perm: int = 64, ngram: int = 5, seed: int = 1,
+def minhash_signatures(texts: Sequence[str], num_perm: int, ngram: int, seed: int,
                        n_threads: int | None = None) -> np.ndarray:
     """MinHash signatures ``[n_docs, num_perm]`` as uint32 (datasketch legacy values).
 
@@ -227,9 +237,9 @@ class DedupResult:
         return len(self.removed_ids)
 
 
-def dedup(docs: Sequence[Mapping], num_perm: int = 64, bands: int = 16, rows: int = 4,
-          ngram: int = 5, seed: int = 1, n_threads: int | None = None) -> DedupResult:
+def dedup(docs: Sequence[Mapping], p: MinhashParams, seed: int, n_threads: int | None = None) -> DedupResult:
     """Remove near-duplicates, keeping the first document (pool order) of each cluster."""
+    num_perm, bands, rows, ngram = p.num_perm, p.bands, p.rows, p.ngram
     check_lsh_params(num_perm, bands, rows)
     if not docs:
         return DedupResult([], [], 0.0)

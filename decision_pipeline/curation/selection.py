@@ -143,7 +143,7 @@ def register_mix(idx: Sequence[int], home: np.ndarray, registers: Sequence[str],
 
 
 def select(docs: Sequence[Mapping] | Sequence[str], scores: np.ndarray, token_counts: np.ndarray, budget: int,
-           registers: Sequence[str], mode: str = "docs", overfill: float = 1.0, reserve: float = 0.0) -> Selection:
+           registers: Sequence[str], mode: str, overfill: float, reserve: float) -> Selection:
     """Primary selection by ``mode`` + reserve fill + tail; see the module docstring for the rules."""
     ids = _ids(docs)
     registers = list(registers)
@@ -202,7 +202,7 @@ def select(docs: Sequence[Mapping] | Sequence[str], scores: np.ndarray, token_co
 
 
 def random_selection(docs: Sequence[Mapping] | Sequence[str], token_counts: np.ndarray, budget: int,
-                     rng: np.random.Generator, reserve: float = 0.0, scores: np.ndarray | None = None,
+                     rng: np.random.Generator, reserve: float, scores: np.ndarray | None = None,
                      registers: Sequence[str] | None = None) -> Selection:
     """Uniform random baseline at the same budget: a seeded permutation, taken until the budget is met.
 

@@ -1,11 +1,31 @@
-"""Build the question pool: families × levels, stable splits, duplicate report."""
+"""Build the question pool: families × levels, stable splits, duplicate report (stage `items`)."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
+from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_random, stable_split
+from decision_pipeline.common.params import rule
 from decision_pipeline.decision import families
-from decision_pipeline.decision.questions import normalised_key, validate_question
+from decision_pipeline.decision.families import FAMILIES
+from decision_pipeline.decision.questions import load_external_questions, normalised_key, to_row, validate_question
+
+SPLITS = ("pool", "dev", "eval", "calibration")
+
+
+@dataclass
+class ItemsParams:
+    """`families` × `levels` × `per_cell` built-in questions, plus an optional external file."""
+    families: list[str] = rule(choices=tuple(FAMILIES), doc="question families to generate")
+    levels: list[int] = rule(min=0, max=4, doc="difficulty levels to generate for every family")
+    per_cell: int = rule(min=1, doc="questions per (family, level) cell")
+    splits: dict[str, float] = rule(doc="fraction per split (pool, dev, eval, calibration); sums to 1")
+    external: str = rule(doc="JSONL/Parquet question file split like the rest; '' = none")
+
+    def __post_init__(self) -> None:
+        if set(self.splits) != set(SPLITS) or abs(sum(self.splits.values()) - 1) > 1e-9:
+            raise PipelineError(f"params.yaml: items.splits needs keys {', '.join(SPLITS)} with fractions summing to 1")
 
 
 def build_questions(family_names: list[str], levels: list[int], per_cell: int, seed: int) -> list[dict]:
@@ -42,3 +62,22 @@ def duplicate_report(questions: list[dict], splits: dict[str, str]) -> dict:
     return {"duplicate_questions": sum(c - 1 for c in counts.values()),
             "cross_split_duplicates": sum(1 for s in by_key.values() if len(s) > 1),
             "unique_questions": len(counts)}
+
+
+def build_items(p: ItemsParams, seed: int) -> tuple[list[dict], dict]:
+    """The stage's table rows (sorted by id) and its metrics; duplicate ids are an error."""
+    questions = build_questions(p.families, p.levels, p.per_cell, seed)
+    if p.external:
+        questions += load_external_questions(p.external)
+    ids = Counter(q["id"] for q in questions)
+    dup_ids = [i for i, c in ids.items() if c > 1]
+    if dup_ids:
+        raise PipelineError(f"items: question id {dup_ids[0]!r} occurs more than once; ids must be unique")
+    splits = assign_splits(questions, dict(p.splits))
+    rows = sorted((to_row(q, splits[q["id"]]) for q in questions), key=lambda r: r["id"])
+    per_split = Counter(splits.values())
+    metrics = {"n_items": len(rows), "splits": {s: per_split.get(s, 0) for s in SPLITS},
+               "families": dict(sorted(Counter(q["family"] for q in questions).items())),
+               "tasks": dict(sorted(Counter(q["task"] for q in questions).items())),
+               **duplicate_report(questions, splits)}
+    return rows, metrics

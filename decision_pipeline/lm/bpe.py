@@ -8,6 +8,7 @@ makes saved and reloaded ids identical (a test checks it).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -15,6 +16,8 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalize
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.params import rule
+from decision_pipeline.decision.questions import LABELS, assistant_answer, gold_index, user_message
 
 QWEN_SPLIT_REGEX = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"""
                     r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
@@ -22,6 +25,16 @@ PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 SPECIAL_TOKENS = [PAD, IM_START, IM_END]
 MARKUP_TOKENS = [THINK_OPEN, THINK_CLOSE]
+
+
+
+@dataclass
+class TokenizerParams:
+    """The default profile's byte-level BPE (stage `tokenizer`)."""
+    vocab_size: int = rule(min=300, max=65535, doc="BPE vocabulary size, special and markup tokens included")
+    min_frequency: int = rule(min=1, doc="a merge must occur at least this often in the corpus")
+    model_max_length: int = rule(min=64, doc="model_max_length saved with the tokenizer")
+
 
 # ChatML with {% generation %} around assistant turns, so TRL's
 # assistant_only_loss can mask everything but what the model must produce.
@@ -48,8 +61,8 @@ def qwen_pipeline(tok: Tokenizer) -> Tokenizer:
     return tok
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int, required_tokens: Iterable[str] = (),
-              min_frequency: int = 2) -> Tokenizer:
+def train_bpe(texts: Iterable[str], vocab_size: int, required_tokens: Iterable[str],
+              min_frequency: int) -> Tokenizer:
     """Train a byte-level BPE; `required_tokens` (e.g. " A") must each end as one id."""
     tok = qwen_pipeline(Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False)))
     trainer = trainers.BpeTrainer(
@@ -60,7 +73,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int, required_tokens: Iterable[s
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKUP_TOKENS])
     for text in required_tokens:
         if len(tok.encode(text, add_special_tokens=False).ids) != 1:
-            raise PipelineError(f"tokenizer: {text!r} is not a single token; raise lm.vocab_size or add it to the corpus")
+            raise PipelineError(f"tokenizer: {text!r} is not a single token; raise tokenizer.vocab_size or add it to the corpus")
     return tok
 
 
@@ -91,3 +104,31 @@ def render_chat(messages: list[dict], add_generation_prompt: bool = False) -> st
     """
     text = "".join(f"{IM_START}{m['role']}\n{m['content']}{IM_END}\n" for m in messages)
     return text + (f"{IM_START}assistant\n" if add_generation_prompt else "")
+
+
+def question_chats(questions: list[dict]) -> list[str]:
+    """Each question as a readout chat and as a thinking chat with its solver trace."""
+    out = []
+    for q in questions:
+        label = LABELS[gold_index(q)]
+        user = {"role": "user", "content": user_message(q)}
+        out.append(render_chat([user, {"role": "assistant", "content": assistant_answer(q, label)}]))
+        out.append(render_chat([user, {"role": "assistant", "content": assistant_answer(q, label, q["trace"])}]))
+    return out
+
+
+def train_pipeline_tokenizer(docs: list[str], questions: list[dict],
+                             p: TokenizerParams) -> tuple[PreTrainedTokenizerFast, dict]:
+    """The pipeline's tokenizer and its metrics, trained on pool documents and training-split chats.
+
+    Every label after "Answer:" must be one token, also for option counts the
+    families do not use, so a legend line of all labels is added ten times.
+    """
+    legend = [" ".join(f"Answer: {c}" for c in LABELS)] * 10
+    corpus = docs + question_chats(questions) + legend
+    tok = train_bpe(corpus, p.vocab_size, required_tokens=[f" {c}" for c in LABELS], min_frequency=p.min_frequency)
+    fast = wrap_fast(tok, p.model_max_length)
+    sample = corpus[: min(len(corpus), 2000)]
+    n_tokens = sum(len(tok.encode(t).ids) for t in sample)
+    n_chars = sum(len(t) for t in sample)
+    return fast, {"vocab_size": len(fast), "corpus_docs": len(corpus), "chars_per_token": round(n_chars / n_tokens, 4)}

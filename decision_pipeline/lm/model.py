@@ -18,11 +18,11 @@ from decision_pipeline.common.params import rule
 @dataclass
 class TinyModelSpec:
     """Shape of the from-config model; vocab size comes from the trained tokenizer."""
-    hidden_size: int = rule(min=16, default=128)
-    num_layers: int = rule(min=1, default=2)
-    num_heads: int = rule(min=1, default=4)
-    intermediate_size: int = rule(min=16, default=512)
-    max_positions: int = rule(min=32, default=512)
+    hidden_size: int = rule(min=16, doc="model width (a multiple of num_heads)")
+    num_layers: int = rule(min=1, doc="transformer blocks")
+    num_heads: int = rule(min=1, doc="attention heads")
+    intermediate_size: int = rule(min=16, doc="MLP width")
+    max_positions: int = rule(min=32, doc="maximum sequence length (RoPE positions)")
 
 
 def build_tiny_model(spec: TinyModelSpec, vocab_size: int, pad_token_id: int, eos_token_id: int,

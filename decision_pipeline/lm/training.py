@@ -11,13 +11,35 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
-from transformers import PreTrainedModel, get_cosine_schedule_with_warmup
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, get_cosine_schedule_with_warmup
 
-from decision_pipeline.common.log import progress
+from decision_pipeline.common.hashing import make_rng
+from decision_pipeline.common.log import info, progress
+from decision_pipeline.common.params import rule
+from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model, count_params
+
+# Fixed by design, not params: AdamW(betas 0.9/0.95) with this decay and clipping.
+WEIGHT_DECAY = 0.1
+GRAD_CLIP = 1.0
+
+
+@dataclass
+class PretrainParams:
+    """The small GPT, its training loop and the noise-floor re-orderings (stage `pretrain`)."""
+    model: TinyModelSpec = rule(doc="shape of the from-config Qwen2 model")
+    seq_len: int = rule(min=16, doc="training and evaluation window in tokens")
+    batch_size: int = rule(min=1, doc="windows per optimizer step")
+    lr: float = rule(min=0.0, doc="peak AdamW learning rate (cosine schedule)")
+    warmup_steps: int = rule(min=0, doc="linear warmup steps (at most half the run)")
+    epochs: int = rule(min=1, doc="passes over the packed budget")
+    bf16: bool = rule(doc="bf16 autocast on CPU")
+    threads: int = rule(min=1, doc="torch CPU threads")
+    noise_selection: str = rule(doc="the selection whose re-orderings measure the noise floor")
+    noise_reorderings: int = rule(min=0, doc="extra runs on re-ordered documents for the noise floor; 0 = none")
 
 
 def pack_tokens(docs_ids: Sequence[Sequence[int]], eos_id: int, budget: int) -> np.ndarray:
@@ -35,30 +57,17 @@ def pack_tokens(docs_ids: Sequence[Sequence[int]], eos_id: int, budget: int) -> 
     raise ValueError(f"documents hold {pos} tokens, fewer than the budget {budget}")
 
 
-@dataclass
-class TrainSettings:
-    seq_len: int
-    batch_size: int
-    lr: float
-    warmup_steps: int
-    epochs: int
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    bf16: bool = True
-    seed: int = 0
-
-
-def train_on_tokens(model: PreTrainedModel, tokens: np.ndarray, s: TrainSettings,
+def train_on_tokens(model: PreTrainedModel, tokens: np.ndarray, s: PretrainParams, seed: int,
                     desc: str = "pretrain", on_step: Callable[[int, float], None] | None = None) -> list[dict]:
-    """Train on consecutive windows of `tokens` (order fixed by `s.seed`); return the loss log."""
-    torch.manual_seed(s.seed)
+    """Train on consecutive windows of `tokens` (order fixed by `seed`); return the loss log."""
+    torch.manual_seed(seed)
     n_windows = (len(tokens) - 1) // s.seq_len
     windows = torch.from_numpy(tokens[: n_windows * s.seq_len + 1].astype(np.int64))
-    rng = np.random.default_rng(s.seed)
+    rng = np.random.default_rng(seed)
     schedule = [rng.permutation(n_windows) for _ in range(s.epochs)]
     order = np.concatenate(schedule)
     steps = max(1, len(order) // s.batch_size)
-    opt = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(0.9, 0.95), weight_decay=s.weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(0.9, 0.95), weight_decay=WEIGHT_DECAY)
     sched = get_cosine_schedule_with_warmup(opt, min(s.warmup_steps, steps // 2), steps)
     model.train()
     log = []
@@ -69,7 +78,7 @@ def train_on_tokens(model: PreTrainedModel, tokens: np.ndarray, s: TrainSettings
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16 and not torch.cuda.is_available()):
             loss = model(input_ids=batch[:, :-1], labels=batch[:, :-1].clone(), use_cache=False).loss
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
@@ -115,3 +124,58 @@ def perplexity_report(nll_sum: float, n_tokens: int, n_bytes: int) -> dict:
     loss = nll_sum / max(1, n_tokens)
     return {"loss": round(loss, 6), "ppl": round(math.exp(loss), 4),
             "bpb": round(nll_sum / (math.log(2) * max(1, n_bytes)), 6), "tokens": n_tokens}
+
+
+DevSet = Mapping[str, tuple[list[list[int]], int]]   # register -> (token ids per document, total UTF-8 bytes)
+
+
+def encode_dev(tok: PreTrainedTokenizerBase, rows: Sequence[Mapping]) -> dict[str, tuple[list[list[int]], int]]:
+    """Dev documents grouped by register: token ids per document and the register's byte count."""
+    dev: dict[str, tuple[list[list[int]], int]] = {}
+    for r in rows:
+        ids, n_bytes = dev.get(r["register"], ([], 0))
+        dev[r["register"]] = (ids + [tok(r["text"], add_special_tokens=False)["input_ids"]],
+                              n_bytes + len(r["text"].encode("utf-8")))
+    return dev
+
+
+def train_and_eval(docs_ids: Sequence[Sequence[int]], dev: DevSet, tok: PreTrainedTokenizerBase,
+                   p: PretrainParams, budget: int, seed: int, desc: str) -> tuple[PreTrainedModel, list[dict], dict]:
+    """One run: pack to `budget`, train, evaluate every dev register; (model, loss log, held-out report)."""
+    tokens = pack_tokens(docs_ids, tok.eos_token_id, budget)
+    model = build_tiny_model(p.model, len(tok), tok.pad_token_id, tok.eos_token_id, seed)
+    log = train_on_tokens(model, tokens, p, seed, desc=desc)
+    report, total_nll, total_tok, total_bytes = {"registers": {}}, 0.0, 0, 0
+    for register, (ids, n_bytes) in sorted(dev.items()):
+        nll, n = heldout_nll(model, ids, p.seq_len)
+        report["registers"][register] = perplexity_report(nll, n, n_bytes)
+        total_nll, total_tok, total_bytes = total_nll + nll, total_tok + n, total_bytes + n_bytes
+    report.update(perplexity_report(total_nll, total_tok, total_bytes))
+    return model, log, report
+
+
+def pretrain(name: str, texts: Sequence[str], dev_rows: Sequence[Mapping], tok: PreTrainedTokenizerBase,
+             p: PretrainParams, budget: int, seed: int) -> tuple[PreTrainedModel, list[dict], dict]:
+    """Train on selection `name` (its texts in selection order); (model, loss log, metrics).
+
+    For `p.noise_selection` it also retrains on `p.noise_reorderings` seeded
+    re-orderings of the same documents: their perplexity spread is the noise
+    floor a curated-vs-random gap must beat.
+    """
+    docs_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    dev = encode_dev(tok, dev_rows)
+    model, log, report = train_and_eval(docs_ids, dev, tok, p, budget, seed, f"pretrain {name}")
+    metrics = {"heldout": report, "params": count_params(model), "train": {
+        "tokens": budget, "steps": len(log), "final_loss": log[-1]["loss"],
+        "tokens_per_second": round(log[-1]["tokens"] / max(log[-1]["seconds"], 1e-9), 1)}}
+    n_noise = p.noise_reorderings if name == p.noise_selection else 0
+    if n_noise:
+        ppls = [report["ppl"]]
+        for k in range(n_noise):
+            order = make_rng(seed, "reorder", k).permutation(len(docs_ids))
+            info("pretrain", f"noise floor: re-ordering {k + 1}/{n_noise}")
+            _, _, r = train_and_eval([docs_ids[i] for i in order], dev, tok, p, budget, seed, f"reorder {k + 1}")
+            ppls.append(r["ppl"])
+        metrics["noise"] = {"ppls": ppls, "ppl_halfrange": round((max(ppls) - min(ppls)) / 2, 4),
+                            "ppl_std": round(float(np.std(ppls)), 4)}
+    return model, log, metrics

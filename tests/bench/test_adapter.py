@@ -10,11 +10,18 @@ from s1mb_helpers import criterion, dataset_row, decision_row, definition, mixed
 
 from decision_pipeline.bench import adapter
 from decision_pipeline.bench.adapter import (
-    AdapterConfig, chunk_bounds, compose_chunks, predict_cases, readout_distributions, select_routed,
+    S1mbParams, TaskTemperatures, chunk_bounds, compose_chunks, predict_cases, readout_distributions, select_routed,
     thinking_distribution, to_pipeline_question,
 )
 from decision_pipeline.bench.s1mb import case_from_row, check_probabilities, score_benchmark
 from decision_pipeline.lm.readout import softmax
+
+
+def s1mb_params(temperature: float = 1.0, **overrides) -> S1mbParams:
+    """The ``s1mb`` section as the stage loads it (every key given: the params carry no code defaults)."""
+    values = dict(batch_size=32, temperatures=TaskTemperatures(temperature, temperature, temperature),
+                  route_fraction=0.0, route_eps=0.01, max_new_tokens=96, cohort_dir="", threads=1)
+    return S1mbParams(**{**values, **overrides})
 
 
 def text_reader(score, calls=None, temperature=1.0):
@@ -122,14 +129,14 @@ def test_noul_probabilities_are_keyed_by_option_id_not_position():
     ]
     cases = [case_from_row(r) for r in rows]
     prefers_yes = text_reader(lambda t: 3.0 if t == "yes" else 0.0)
-    preds, _ = predict_cases(cases, prefers_yes)
+    preds, _ = predict_cases(cases, prefers_yes, s1mb_params(), seed=0)
     p_yes = softmax(np.array([3.0, 0.0]))[0]
     for pred in preds:
         assert pred.probabilities["true"] == pytest.approx(p_yes)
         assert pred.probabilities["false"] == pytest.approx(1 - p_yes)
     # a reader that always prefers label A gives p(true) high only where 'true' is authored first
     prefers_a = lambda qs: [softmax(np.array([2.0] + [0.0] * (len(q["options"]) - 1))) for q in qs]  # noqa: E731
-    preds, _ = predict_cases(cases, prefers_a)
+    preds, _ = predict_cases(cases, prefers_a, s1mb_params(), seed=0)
     assert preds[0].probabilities["true"] < 0.5 < preds[1].probabilities["true"]
 
 
@@ -159,8 +166,7 @@ def test_distributions_are_valid_for_every_task_and_score(temperature):
     def read(qs):
         return [softmax(rng.normal(0, 3, size=len(q["options"])), temperature) for q in qs]
 
-    config = AdapterConfig(temperatures={"noul": temperature, "choice": temperature, "score": temperature})
-    preds, settings = predict_cases(cases, read, config)
+    preds, settings = predict_cases(cases, read, s1mb_params(temperature), seed=0)
     assert len(preds) == 18
     for case in cases:
         for q in case.questions:
@@ -184,7 +190,7 @@ def test_model_reader_applies_the_per_task_temperature(tiny, questions):
     qs = [next(q for q in questions if q["task"] == t) for t in ("noul", "choice", "score")]
     logits = readout(model, tok, qs, batch_size=4)
     temps = {"noul": 0.5, "choice": 1.0, "score": 4.0}
-    got = adapter.model_reader(model, tok, temps, batch_size=4)(qs)
+    got = adapter.model_reader(model, tok, TaskTemperatures(**temps), batch_size=4)(qs)
     for q, lg, p in zip(qs, logits, got):
         np.testing.assert_allclose(p, softmax(lg, temps[q["task"]]), atol=1e-12)
         assert p.sum() == pytest.approx(1.0, abs=1e-12)
@@ -224,8 +230,8 @@ def test_routed_thinking_replaces_parsed_answers_and_keeps_the_rest(monkeypatch)
         return [{"thinking_pred": 1 if q["id"].startswith("c0") else None} for q in questions]
 
     monkeypatch.setattr("decision_pipeline.decision.answering.thinking", fake_thinking)
-    config = AdapterConfig(route_fraction=2 / 6, route_eps=0.1, max_new_tokens=7)
-    preds, settings = predict_cases(cases, read, config, model=object(), tok=SimpleNamespace(eos_token_id=0))
+    config = s1mb_params(route_fraction=2 / 6, route_eps=0.1, max_new_tokens=7)
+    preds, settings = predict_cases(cases, read, config, seed=0, model=object(), tok=SimpleNamespace(eos_token_id=0))
     assert seen == ["c0/relevant", "c1/relevant"]         # the two lowest-margin questions
     by_id = {(p.case_id, p.question_id): p.probabilities for p in preds}
     assert by_id[("c0", "relevant")] == pytest.approx({"false": 0.1, "true": 0.9})    # parsed B = true

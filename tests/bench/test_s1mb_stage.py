@@ -10,6 +10,8 @@ import yaml
 
 from decision_pipeline.bench import synthetic
 from decision_pipeline.bench.adapter import to_pipeline_question
+from decision_pipeline.bench.data import S1mbDataParams, load_index
+from decision_pipeline.bench.scoring import competition_rank, model_revision
 from decision_pipeline.bench.s1mb import (
     Prediction, build_result, category_tasks, cohort_scores, borda, dump_benchmark, load_benchmarks,
     load_cases, load_category, load_model_folder, load_results_dir, read_json, verify_result,
@@ -187,9 +189,9 @@ def test_local_export_is_validated_indexed_and_guarded(bench, tmp_path):
     for part in ("benchmarks", "categories", "datasets"):
         shutil.copytree(bench / part, export / part)
     p = params(tmp_path, source="local", local_dir=str(export))
-    assert s1mb_data.main(["--params", str(p), "--out", str(tmp_path / "out"),
+    assert s1mb_data.main(["--params", str(p), "--items", "unused-for-local", "--out", str(tmp_path / "out"),
                            "--metrics", str(tmp_path / "m.json")]) == 0
-    index, root = s1mb_data.load_index(tmp_path / "out")
+    index, root = load_index(tmp_path / "out")
     assert index["source"] == "local" and root == export.resolve()
     assert index["n_benchmarks"] == 5 and len(index["dataset_source"]["revision"]) == 40
     copied = sorted(p.name for p in (tmp_path / "out" / "benchmarks").iterdir())
@@ -197,19 +199,37 @@ def test_local_export_is_validated_indexed_and_guarded(bench, tmp_path):
     data = export / "datasets" / "keyword" / "test" / "data.jsonl"
     data.write_text(data.read_text().replace('"hard"', '"soft"', 1))
     with pytest.raises(PipelineError, match="changed since s1mb_data"):
-        s1mb_data.load_index(tmp_path / "out")
+        load_index(tmp_path / "out")
     # a broken row is reported by the stage as one error line (exit code 2), not a traceback
     data.write_text(data.read_text().replace('"probabilities": [', '"probabilities": [0.5, ', 1))
-    assert s1mb_data.main(["--params", str(p), "--out", str(tmp_path / "out"),
+    assert s1mb_data.main(["--params", str(p), "--items", "unused-for-local", "--out", str(tmp_path / "out"),
                            "--metrics", str(tmp_path / "m.json")]) == 2
 
 
 def test_bad_params_are_pipeline_errors(tmp_path):
-    from stages import s1mb_data
     from decision_pipeline.common.params import load_section
     with pytest.raises(PipelineError, match="local_dir"):
-        load_section(s1mb_data.S1mbDataParams, "s1mb_data", params(tmp_path, source="local"))
+        load_section(S1mbDataParams, "s1mb_data", params(tmp_path, source="local"))
     with pytest.raises(PipelineError, match="category"):
-        load_section(s1mb_data.S1mbDataParams, "s1mb_data", params(tmp_path, category="bad id!"))
+        load_section(S1mbDataParams, "s1mb_data", params(tmp_path, category="bad id!"))
     with pytest.raises(PipelineError, match="many_options"):
-        load_section(s1mb_data.S1mbDataParams, "s1mb_data", params(tmp_path, many_options=8))
+        load_section(S1mbDataParams, "s1mb_data", params(tmp_path, many_options=8))
+
+
+def test_competition_rank_shares_ties_and_skips_unranked():
+    points = {"a": 0.9, "b": 0.5, "c": 0.5, "d": None, "e": 0.1}
+    assert [competition_rank(points, m) for m in "abcde"] == [1, 2, 2, None, 4]
+    assert competition_rank(points, "missing") is None
+
+
+def test_model_revision_is_the_shared_weights_fingerprint(tmp_path):
+    """Names and bytes of config and weights count; tokenizer files and other files do not."""
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    first = model_revision(tmp_path)
+    assert first.startswith("sha256:") and len(first) == len("sha256:") + 16
+    (tmp_path / "tokenizer.json").write_text('{"changed": 1}')
+    assert model_revision(tmp_path) == first
+    (tmp_path / "model.safetensors").write_bytes(b"weightz")
+    assert model_revision(tmp_path) != first

@@ -4,14 +4,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from decision_pipeline.curation.classifier import ClassifierParams
 from decision_pipeline.curation.documents import REGISTERS, generate_dev, generate_pool
+from decision_pipeline.curation.minhash import MinhashParams
 
 FILTER_CONFIG = {
     "min_words": {"min": 50},
     "alpha_ratio": {"min": 0.7},
     "repeated_lines": {"max_dup_line_frac": 0.3},
-    "boilerplate": {},
+    "boilerplate": {"max_hits": 0},
 }
+
+# The values params.yaml sets for curate.minhash / curate.classifier; the library has no defaults.
+MINHASH = MinhashParams(num_perm=64, bands=16, rows=4, ngram=5)
+CLASSIFIER = ClassifierParams(n_buckets=1 << 18, epochs=8, lr=2.0, l2=1e-5, n_background=60)
 
 
 @pytest.fixture(scope="session")
@@ -32,16 +38,16 @@ def dev(pool) -> list[dict]:
 @pytest.fixture(scope="session")
 def model(dev, pool):
     from decision_pipeline.curation.classifier import train_classifier
-    return train_classifier(dev, pool, list(REGISTERS), seed=0)
+    return train_classifier(dev, pool, list(REGISTERS), CLASSIFIER, seed=0)
 
 
 @pytest.fixture(scope="session")
 def filtered(pool, filter_config) -> list[dict]:
     from decision_pipeline.curation.filters import apply_filters, build_filters
-    return apply_filters(pool, build_filters(filter_config))[0]
+    return apply_filters(pool, build_filters(filter_config)).kept
 
 
 @pytest.fixture(scope="session")
 def deduped(filtered):
     from decision_pipeline.curation.minhash import dedup
-    return dedup(filtered)
+    return dedup(filtered, MINHASH, seed=1)

@@ -1,6 +1,8 @@
 """Register classifier: features, accuracy vs chance, determinism, persistence, bad inputs."""
 from __future__ import annotations
 
+import dataclasses
+
 from collections import Counter
 
 import numpy as np
@@ -10,6 +12,10 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.curation.classifier import (BACKGROUND, featurize, load_model, save_model, score_docs,
                                         train_classifier)
 from decision_pipeline.curation.documents import REGISTERS
+
+from .conftest import CLASSIFIER
+
+TWO_EPOCHS = dataclasses.replace(CLASSIFIER, epochs=2)
 
 
 def test_features_are_l2_normalised_sqrt_tf():
@@ -45,9 +51,9 @@ def test_scores_rank_pool_registers(model, filtered):
 
 
 def test_training_is_deterministic_and_seeded(dev, pool):
-    a = train_classifier(dev, pool, list(REGISTERS), seed=3, epochs=2)
-    b = train_classifier(dev, pool, list(REGISTERS), seed=3, epochs=2)
-    c = train_classifier(dev, pool, list(REGISTERS), seed=4, epochs=2)
+    a = train_classifier(dev, pool, list(REGISTERS), TWO_EPOCHS, seed=3)
+    b = train_classifier(dev, pool, list(REGISTERS), TWO_EPOCHS, seed=3)
+    c = train_classifier(dev, pool, list(REGISTERS), TWO_EPOCHS, seed=4)
     assert np.array_equal(a.weights, b.weights) and a.report == b.report
     assert not np.array_equal(a.weights, c.weights)
 
@@ -67,14 +73,14 @@ def test_save_load_round_trip(model, filtered, tmp_path):
 def test_empty_dev_register_named(dev, pool):
     no_qa = [d for d in dev if d["register"] != "qa"]
     with pytest.raises(PipelineError, match="dev register 'qa' has no documents"):
-        train_classifier(no_qa, pool, list(REGISTERS))
+        train_classifier(no_qa, pool, list(REGISTERS), CLASSIFIER, seed=0)
 
 
 def test_bad_labels_and_registers(dev, pool):
     bad = [*dev, {"id": "dev-x-1", "text": "hello", "register": "poetry"}]
     with pytest.raises(PipelineError, match="dev doc 'dev-x-1': register 'poetry'"):
-        train_classifier(bad, pool, list(REGISTERS))
+        train_classifier(bad, pool, list(REGISTERS), CLASSIFIER, seed=0)
     with pytest.raises(PipelineError, match="background"):
-        train_classifier(dev, pool, [*REGISTERS, BACKGROUND])
+        train_classifier(dev, pool, [*REGISTERS, BACKGROUND], CLASSIFIER, seed=0)
     with pytest.raises(PipelineError, match="pool is empty"):
-        train_classifier(dev, [], list(REGISTERS))
+        train_classifier(dev, [], list(REGISTERS), CLASSIFIER, seed=0)

@@ -16,7 +16,8 @@ def _kept_frac(pool, kept):
 
 
 def test_noise_dropped_clean_kept(pool, filter_config):
-    kept, counts = apply_filters(pool, build_filters(filter_config))
+    result = apply_filters(pool, build_filters(filter_config))
+    kept, counts = result.kept, result.counts
     frac = _kept_frac(pool, kept)
     # measured on this pool: clean 100% kept; junk/repeated/short 0% kept, boilerplate 0%
     assert frac["clean"] >= 0.95
@@ -30,22 +31,45 @@ def test_noise_dropped_clean_kept(pool, filter_config):
 def test_each_filter_targets_its_kind(pool, filter_config):
     for name, kind in [("alpha_ratio", "junk"), ("repeated_lines", "repeated"), ("boilerplate", "boilerplate"),
                        ("min_words", "short")]:
-        kept, _ = apply_filters(pool, build_filters({name: filter_config[name]}))
+        kept = apply_filters(pool, build_filters({name: filter_config[name]})).kept
         frac = _kept_frac(pool, kept)
         assert frac[kind] <= 0.10 and frac["clean"] >= 0.95, (name, frac)
 
 
 def test_first_failing_filter_wins():
     docs = [{"id": "a", "text": "## $$ %%"}]  # fails both min_words and alpha_ratio
-    _, counts = apply_filters(docs, build_filters({"min_words": {"min": 5}, "alpha_ratio": {"min": 0.7}}))
-    assert counts == {"min_words": 1, "alpha_ratio": 0}
-    _, counts = apply_filters(docs, build_filters({"alpha_ratio": {"min": 0.7}, "min_words": {"min": 5}}))
-    assert counts == {"alpha_ratio": 1, "min_words": 0}
+    first = apply_filters(docs, build_filters({"min_words": {"min": 5}, "alpha_ratio": {"min": 0.7}}))
+    assert first.dropped_by == {"a": "min_words"}
+    assert first.counts == {"min_words": 1, "alpha_ratio": 0}
+    second = apply_filters(docs, build_filters({"alpha_ratio": {"min": 0.7}, "min_words": {"min": 5}}))
+    assert second.dropped_by == {"a": "alpha_ratio"}
+    assert second.counts == {"alpha_ratio": 1, "min_words": 0}
+
+
+def test_each_dropped_document_names_its_filter(pool, filter_config):
+    """Reasons per document are exact: re-checking each drop against the filters in order gives the same name."""
+    filters = build_filters(filter_config)
+    result = apply_filters(pool, filters)
+    kept_ids = {d["id"] for d in result.kept}
+    assert kept_ids.isdisjoint(result.dropped_by) and len(kept_ids) + len(result.dropped_by) == len(pool)
+    for doc in pool:
+        failing = [f.name for f in filters if not f(doc["text"])[0]]
+        assert result.dropped_by.get(doc["id"]) == (failing[0] if failing else None), doc["id"]
+    assert result.counts == {name: sum(v == name for v in result.dropped_by.values()) for name in filter_config}
+    assert set(result.dropped_by.values()) == set(filter_config)  # this pool trips every filter
+
+
+def test_thresholds_come_from_params_only():
+    """No filter threshold falls back to a code default (params.yaml is the one source)."""
+    for name in ("min_words", "max_words", "alpha_ratio", "repeated_lines", "boilerplate"):
+        with pytest.raises(PipelineError, match=f"filters.{name}: bad parameter"):
+            build_filters({name: {}})
 
 
 def test_filter_functions_are_pure_text_checks():
     f = {x.name: x for x in build_filters({"boilerplate": {"patterns": ["cookie"], "max_hits": 0},
-                                           "repeated_lines": None, "max_words": {"max": 3}})}
+                                           "repeated_lines": {"max_dup_line_frac": 0.3},
+                                           "max_words": {"max": 3}})}
     assert f["boilerplate"]("We use a COOKIE") == (False, "boilerplate")
     assert f["boilerplate"]("plain prose") == (True, "")
     assert f["repeated_lines"]("a\na\na\nb") == (False, "repeated_lines")
@@ -61,8 +85,8 @@ def test_unknown_filter_lists_known_ones():
 @pytest.mark.parametrize("config, culprit", [
     ({"min_words": {"minimum": 5}}, "filters.min_words"),
     ({"alpha_ratio": {"min": 1.5}}, r"filters.alpha_ratio.min: got 1.5"),
-    ({"boilerplate": {"patterns": ["(unclosed"]}}, "bad regex"),
-    ({"boilerplate": {"patterns": "cookie"}}, "list of regex"),
+    ({"boilerplate": {"patterns": ["(unclosed"], "max_hits": 0}}, "bad regex"),
+    ({"boilerplate": {"patterns": "cookie", "max_hits": 0}}, "list of regex"),
     ({"repeated_lines": 0.3}, "params must be a mapping"),
 ])
 def test_bad_filter_params(config, culprit):
@@ -72,7 +96,7 @@ def test_bad_filter_params(config, culprit):
 
 def test_non_string_text_named():
     with pytest.raises(PipelineError, match="'z'"):
-        apply_filters([{"id": "z", "text": None}], build_filters({"min_words": {}}))
+        apply_filters([{"id": "z", "text": None}], build_filters({"min_words": {"min": 5}}))
 
 
 def test_drop_unsafe(pool):

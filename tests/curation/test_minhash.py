@@ -1,6 +1,7 @@
 """MinHash/LSH dedup: near-duplicates found, distinct docs kept, exact and deterministic."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -11,8 +12,10 @@ import numpy as np
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.curation.minhash import (MERSENNE, check_lsh_params, cluster, dedup, lsh_groups, minhash_signatures,
+from decision_pipeline.curation.minhash import (MERSENNE, MinhashParams, check_lsh_params, cluster, dedup, lsh_groups, minhash_signatures,
                                      permutations, shingle_hashes)
+
+from .conftest import MINHASH
 
 
 def test_near_duplicates_removed_and_distinct_kept(filtered, deduped):
@@ -34,7 +37,7 @@ def test_keeps_first_in_pool_order():
     base = " ".join(f"word{i}" for i in range(80))
     docs = [{"id": "z-late", "text": "unrelated text " * 3 + "other " * 40},
             {"id": "b", "text": base + " tail"}, {"id": "a", "text": base + " end"}]
-    res = dedup(docs)
+    res = dedup(docs, MINHASH, seed=1)
     assert [d["id"] for d in res.kept] == ["z-late", "b"] and res.removed_ids == ["a"]
     assert res.clusters == {"b": ["a"]}
 
@@ -42,7 +45,7 @@ def test_keeps_first_in_pool_order():
 def test_short_docs_are_one_shingle():
     docs = [{"id": "1", "text": "Page not found."}, {"id": "2", "text": "page   NOT found."},
             {"id": "3", "text": "Coming soon."}, {"id": "4", "text": ""}, {"id": "5", "text": "  "}]
-    res = dedup(docs)
+    res = dedup(docs, MINHASH, seed=1)
     assert res.removed_ids == ["2", "5"]  # whitespace/case-normalised whole text is the shingle
     x, off = shingle_hashes(["a b c", "a b c d e f"], ngram=5)
     assert off.tolist() == [0, 1, 3]
@@ -50,12 +53,12 @@ def test_short_docs_are_one_shingle():
 
 def test_signatures_follow_mersenne_formula_and_thread_invariant(pool):
     texts = [d["text"] for d in pool[:120]]
-    x, off = shingle_hashes(texts)
+    x, off = shingle_hashes(texts, 5)
     assert (x < 2**32).all() and off[-1] == len(x)
     a, b = permutations(64, seed=1)
-    sig1 = minhash_signatures(texts, n_threads=1)
+    sig1 = minhash_signatures(texts, 64, 5, 1, n_threads=1)
     assert sig1.dtype == np.uint32 and sig1.shape == (120, 64)
-    assert np.array_equal(sig1, minhash_signatures(texts, n_threads=3))
+    assert np.array_equal(sig1, minhash_signatures(texts, 64, 5, 1, n_threads=3))
     p, m64 = int(MERSENNE), (1 << 64) - 1
     for d in range(0, 120, 17):
         for j in range(0, 64, 9):  # datasketch legacy: uint64 wrap, mod p, low 32 bits
@@ -66,9 +69,9 @@ def test_signatures_follow_mersenne_formula_and_thread_invariant(pool):
 def test_bit_identical_to_datasketch_legacy(pool):
     datasketch = pytest.importorskip("datasketch")
     texts = [d["text"] for d in pool[:40]] + ["", "two words"]
-    x, off = shingle_hashes(texts)
+    x, off = shingle_hashes(texts, 5)
     a, b = permutations(64)
-    sig = minhash_signatures(texts)
+    sig = minhash_signatures(texts, 64, 5, 1)
     for d in range(len(texts)):
         vals = iter(x[off[d]:off[d + 1]].tolist())
         m = datasketch.MinHash(num_perm=64, scheme="legacy", permutations=(a, b), hashfunc=lambda _: next(vals))
@@ -84,13 +87,13 @@ def test_signature_agreement_estimates_jaccard():
         other[i] = "edit"
     sh = [{" ".join(w[i:i + 5]) for i in range(len(w) - 4)} for w in (words, other)]
     true_j = len(sh[0] & sh[1]) / len(sh[0] | sh[1])
-    sig = minhash_signatures([" ".join(words), " ".join(other)], num_perm=256)
+    sig = minhash_signatures([" ".join(words), " ".join(other)], 256, 5, 1)
     assert abs((sig[0] == sig[1]).mean() - true_j) < 0.1
 
 
 def test_hashes_stable_across_processes():
     code = ("from decision_pipeline.curation.minhash import minhash_signatures as m;"
-            "print(int(m(['the quick brown fox jumps over the lazy dog'])[0].sum()))")
+            "print(int(m(['the quick brown fox jumps over the lazy dog'], 64, 5, 1)[0].sum()))")
     root = Path(__file__).resolve().parents[2]
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": s}, cwd=root).stdout for s in ("1", "2")}
@@ -110,11 +113,11 @@ def test_bad_lsh_params(args, msg):
     with pytest.raises(PipelineError, match=msg):
         check_lsh_params(*args)
     with pytest.raises(PipelineError, match=msg):
-        dedup([{"id": "a", "text": "x"}], *args)
+        dedup([{"id": "a", "text": "x"}], MinhashParams(*args, ngram=5), seed=1)
     with pytest.raises(PipelineError, match="minhash.ngram"):
-        dedup([{"id": "a", "text": "x"}], ngram=0)
+        dedup([{"id": "a", "text": "x"}], dataclasses.replace(MINHASH, ngram=0), seed=1)
 
 
 def test_deterministic(filtered):
-    a, b = dedup(filtered[:400]), dedup(filtered[:400])
+    a, b = dedup(filtered[:400], MINHASH, seed=1), dedup(filtered[:400], MINHASH, seed=1)
     assert a.removed_ids == b.removed_ids and a.clusters == b.clusters

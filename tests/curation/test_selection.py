@@ -1,6 +1,8 @@
 """Budgeted selection: modes, exact budget, reserve, tie-breaks, determinism, bad inputs."""
 from __future__ import annotations
 
+import dataclasses
+
 from collections import Counter
 
 import numpy as np
@@ -13,6 +15,8 @@ from decision_pipeline.curation.minhash import dedup
 from decision_pipeline.curation.documents import REGISTERS, generate_dev, generate_pool
 from decision_pipeline.curation.selection import (calibrate_chars_per_token, estimate_token_counts, quantize_scores,
                                        random_selection, select)
+
+from .conftest import CLASSIFIER, MINHASH
 
 REGS = list(REGISTERS)
 
@@ -32,7 +36,7 @@ def _budget_exact(sel, docs, tokens, budget):
 
 def test_docs_mode_equal_counts_round_robin(scored):
     docs, s, tok = scored
-    sel = select(docs, s, tok, 150_000, REGS, mode="docs")
+    sel = select(docs, s, tok, 150_000, REGS, mode="docs", overfill=1.0, reserve=0.0)
     _budget_exact(sel, docs, tok, 150_000)
     assert sel.stats["reserve_used_docs"] == 0 and sel.stats["exhausted"] is None
     home = {d["id"]: REGS[int(a)] for d, a in zip(docs, s.argmax(axis=1))}
@@ -49,17 +53,17 @@ def test_docs_mode_equal_counts_round_robin(scored):
 
 def test_tokens_mode_equal_token_share(scored):
     docs, s, tok = scored
-    sel = select(docs, s, tok, 150_000, REGS, mode="tokens")
+    sel = select(docs, s, tok, 150_000, REGS, mode="tokens", overfill=1.0, reserve=0.0)
     _budget_exact(sel, docs, tok, 150_000)
     shares = [v["tokens"] / 150_000 for v in sel.stats["per_register"].values()]
     assert max(shares) - min(shares) < 0.02
-    docs_mode = select(docs, s, tok, 150_000, REGS, mode="docs")
+    docs_mode = select(docs, s, tok, 150_000, REGS, mode="docs", overfill=1.0, reserve=0.0)
     assert sel.stats["per_register"] != docs_mode.stats["per_register"]
 
 
 def test_pooled_mode_single_ranking(scored):
     docs, s, tok = scored
-    sel = select(docs, s, tok, 100_000, REGS, mode="pooled")
+    sel = select(docs, s, tok, 100_000, REGS, mode="pooled", overfill=1.0, reserve=0.0)
     _budget_exact(sel, docs, tok, 100_000)
     best = dict(zip([d["id"] for d in docs], quantize_scores(s).max(axis=1).tolist()))
     keys = [(-best[i], i) for i in sel.ids]
@@ -84,14 +88,14 @@ def test_overfill_limits_depth_and_reserve_fills(scored):
 def test_tie_break_is_id_ascending_and_scores_quantised():
     ids = ["d", "b", "c", "a"]
     s = np.array([[0.5, 0.1], [0.5 + 1e-9, 0.1], [0.5, 0.1], [0.5 - 1e-9, 0.1]])  # equal after quantising
-    sel = select(ids, s, np.ones(4, dtype=np.int64), 4, ["x", "y"], mode="pooled")
+    sel = select(ids, s, np.ones(4, dtype=np.int64), 4, ["x", "y"], mode="pooled", overfill=1.0, reserve=0.0)
     assert sel.ids == ["a", "b", "c", "d"]
     assert quantize_scores(np.array([0.1234564, 0.1234566])).tolist() == [123456, 123457]
 
 
 def test_registers_claim_in_fixed_order_on_ties():
     s = np.array([[0.4, 0.4], [0.4, 0.4], [0.1, 0.6]])
-    sel = select(["p", "q", "r"], s, np.array([1, 1, 1]), 3, ["first", "second"], mode="docs")
+    sel = select(["p", "q", "r"], s, np.array([1, 1, 1]), 3, ["first", "second"], mode="docs", overfill=1.0, reserve=0.0)
     assert sel.stats["per_register"] == {"first": {"docs": 2, "tokens": 2}, "second": {"docs": 1, "tokens": 1}}
     assert sel.ids == ["p", "r", "q"]
 
@@ -99,11 +103,11 @@ def test_registers_claim_in_fixed_order_on_ties():
 def test_budget_too_large_says_what_is_available(scored):
     docs, s, tok = scored
     with pytest.raises(PipelineError, match=f"exceeds the {int(tok.sum())} tokens available") as e:
-        select(docs, s, tok, int(tok.sum()) + 1, REGS)
+        select(docs, s, tok, int(tok.sum()) + 1, REGS, mode="docs", overfill=1.0, reserve=0.0)
     assert "budget_tokens" in str(e.value)
     with pytest.raises(PipelineError, match="tokens available"):
-        random_selection(docs, tok, int(tok.sum()) + 1, np.random.default_rng(0))
-    whole = select(docs, s, tok, int(tok.sum()), REGS, reserve=0.1)
+        random_selection(docs, tok, int(tok.sum()) + 1, np.random.default_rng(0), reserve=0.0)
+    whole = select(docs, s, tok, int(tok.sum()), REGS, mode="docs", overfill=1.0, reserve=0.1)
     assert whole.n_budget_docs == len(docs) and whole.stats["tail_short"]
 
 
@@ -113,7 +117,7 @@ def test_budget_too_large_says_what_is_available(scored):
 ])
 def test_bad_selection_params(scored, kwargs, msg):
     docs, s, tok = scored
-    args = {"budget": 1000, **kwargs}
+    args = {"budget": 1000, "mode": "docs", "overfill": 1.0, "reserve": 0.0, **kwargs}
     with pytest.raises(PipelineError, match=msg):
         select(docs, s, tok, args.pop("budget"), REGS, **args)
 
@@ -121,11 +125,11 @@ def test_bad_selection_params(scored, kwargs, msg):
 def test_bad_shapes(scored):
     docs, s, tok = scored
     with pytest.raises(PipelineError, match="token_counts"):
-        select(docs, s, tok[:-1], 1000, REGS)
+        select(docs, s, tok[:-1], 1000, REGS, mode="docs", overfill=1.0, reserve=0.0)
     with pytest.raises(PipelineError, match="scores have shape"):
-        select(docs, s[:, :3], tok, 1000, REGS)
+        select(docs, s[:, :3], tok, 1000, REGS, mode="docs", overfill=1.0, reserve=0.0)
     with pytest.raises(PipelineError, match="NaN"):
-        select(docs, s * np.nan, tok, 1000, REGS)
+        select(docs, s * np.nan, tok, 1000, REGS, mode="docs", overfill=1.0, reserve=0.0)
 
 
 def test_random_selection(scored):
@@ -149,12 +153,13 @@ def test_calibration():
 def _run_chain(seed: int) -> str:
     pool = generate_pool(600, 0.3, np.random.default_rng(seed))
     dev = generate_dev(25, REGISTERS, np.random.default_rng(seed + 1))
-    kept, _ = apply_filters(pool, build_filters({"min_words": {"min": 50}, "alpha_ratio": {"min": 0.7},
-                                                 "repeated_lines": {}, "boilerplate": {}}))
-    docs = dedup(kept).kept
-    model = train_classifier(dev, pool, REGS, epochs=3, seed=seed)
+    kept = apply_filters(pool, build_filters({"min_words": {"min": 50}, "alpha_ratio": {"min": 0.7},
+                                              "repeated_lines": {"max_dup_line_frac": 0.3},
+                                              "boilerplate": {"max_hits": 0}})).kept
+    docs = dedup(kept, MINHASH, seed=1).kept
+    model = train_classifier(dev, pool, REGS, dataclasses.replace(CLASSIFIER, epochs=3, n_background=25), seed=seed)
     tok = estimate_token_counts([d["text"] for d in docs], 4.2)
-    return select(docs, score_docs(model, docs), tok, 40_000, REGS, mode="docs", reserve=0.05).to_json()
+    return select(docs, score_docs(model, docs), tok, 40_000, REGS, mode="docs", overfill=1.0, reserve=0.05).to_json()
 
 
 def test_whole_chain_is_byte_identical():

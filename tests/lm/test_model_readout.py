@@ -22,7 +22,7 @@ def test_factory_is_seeded_and_sized(tiny):
 
 def test_bad_shape_and_missing_dir_are_clear_errors(tmp_path):
     with pytest.raises(PipelineError, match="divisible"):
-        build_tiny_model(TinyModelSpec(hidden_size=30, num_heads=4), 100, 0, 1, 0)
+        build_tiny_model(TinyModelSpec(hidden_size=30, num_layers=1, num_heads=4, intermediate_size=64, max_positions=64), 100, 0, 1, 0)
     with pytest.raises(PipelineError, match="not a model directory"):
         load_model(tmp_path)
 

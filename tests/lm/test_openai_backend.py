@@ -72,7 +72,7 @@ def _counting(base: type, stats: Stats) -> type:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory):
-    fast = wrap_fast(train_bpe(_corpus(), vocab_size=300), model_max_length=128)
+    fast = wrap_fast(train_bpe(_corpus(), vocab_size=300, required_tokens=(), min_frequency=2), model_max_length=128)
     spec = TinyModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_positions=128)
     model = build_tiny_model(spec, vocab_size=len(fast), pad_token_id=fast.pad_token_id,
                              eos_token_id=fast.eos_token_id, seed=0)

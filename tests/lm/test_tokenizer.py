@@ -3,7 +3,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.lm.bpe import load_tokenizer, render_chat, train_bpe
-from stages.tokenizer import question_chats
+from decision_pipeline.lm.bpe import question_chats
 
 TEXTS = ["héllo wörld  café\n\n\tx  123456 don't stop", "<|im_start|>user\nIs it?<|im_end|>\n<think>\nok</think>\nAnswer: B"]
 
@@ -38,7 +38,7 @@ def test_special_tokens_are_single_ids(tiny):
 
 def test_required_token_missing_is_a_clear_error():
     with pytest.raises(PipelineError, match="not a single token"):
-        train_bpe(["aaa bbb"] * 5, 300, required_tokens=[" zq"])
+        train_bpe(["aaa bbb"] * 5, 300, required_tokens=[" zq"], min_frequency=2)
 
 
 def test_missing_tokenizer_dir_is_a_clear_error(tmp_path):

@@ -1,0 +1,122 @@
+"""The `curate` stage's whole run: decontaminate, filter, dedup, score, select.
+
+Both selections start from the pool minus documents that contain a held-out
+question (dev / eval / calibration items; ``decontaminate``), so neither base
+model has seen an evaluation question with its answer.
+curated: hygiene filters -> MinHash near-duplicate removal -> register
+classifier scores -> selection by `mode` / `overfill` with a reserve tail.
+random: a seeded uniform draw from the decontaminated pool at the same budget
+(the baseline curation must beat). Every pool document gets a drop reason:
+'' (candidate), 'contaminated', the name of the hygiene filter that dropped it
+(datatrove style), or 'near_duplicate'.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from decision_pipeline.common.hashing import make_rng, sha256_int
+from decision_pipeline.common.params import rule
+from decision_pipeline.curation.classifier import ClassifierParams, RegisterModel, score_docs, train_classifier
+from decision_pipeline.curation.decontaminate import HeldOutQuestion, decontaminate
+from decision_pipeline.curation.filters import apply_filters, build_filters
+from decision_pipeline.curation.minhash import MinhashParams, dedup
+from decision_pipeline.curation.selection import (
+    MODES, Selection, calibrate_chars_per_token, estimate_token_counts, random_selection, select,
+)
+
+SELECTIONS = ("curated", "random")
+SCORES_SCHEMA = pa.schema([("id", pa.string()), ("drop_reason", pa.string()), ("scores_json", pa.string())])
+
+
+@dataclass
+class CurateParams:
+    """Budget, selection rule, hygiene filters, dedup and classifier of the `curate` stage."""
+    budget_tokens: int = rule(min=1, doc="tokens the selection must fill (pretraining trains on exactly this many)")
+    mode: str = rule(choices=MODES, doc="selection rule over register scores (see curation.selection)")
+    overfill: float = rule(min=0.0, max=1.0, doc="share of the budget filled by score before the register mix")
+    reserve: float = rule(min=0.0, doc="extra tail of ranked documents beyond the budget, as a share of it")
+    registers: list[str] = rule(doc="target registers the classifier scores (dev registers)")
+    filters: dict[str, Any] = rule(doc="hygiene filters {name: {param: value}} in run order; first failing one drops")
+    minhash: MinhashParams = rule(doc="near-duplicate removal")
+    classifier: ClassifierParams = rule(doc="register classifier")
+    calib_docs: int = rule(min=1, doc="pool documents tokenized to calibrate characters per token")
+
+
+@dataclass
+class Curation:
+    """One selection's outputs: what the stage writes."""
+    selection: Selection
+    scores_rows: list[dict]      # SCORES_SCHEMA, one per pool document (pool order)
+    classifier: RegisterModel
+    provenance: dict
+    metrics: dict
+
+
+def git_rev() -> str:
+    """The checked-out commit, for provenance ('' outside git)."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
+    except OSError:
+        return ""
+
+
+def held_out_questions(items: Sequence[dict]) -> list[HeldOutQuestion]:
+    """Every question outside the training pool split: none of them may reach pretraining."""
+    return [HeldOutQuestion(q["id"], q["question"], tuple(o["text"] for o in q["options"]))
+            for q in items if q["split"] != "pool"]
+
+
+def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
+           count_tokens: Callable[[str], int], p: CurateParams, seed: int, provenance: dict) -> Curation:
+    """Run selection `name` (curated or random) over `pool`; `provenance` is recorded beside it."""
+    if name not in SELECTIONS:
+        raise ValueError(f"selection {name!r} is not one of {SELECTIONS}")
+    filters = build_filters(p.filters)  # unknown filter names fail here, before any work
+    sample = [pool[i]["text"] for i in make_rng(seed, "calib").permutation(len(pool))[:p.calib_docs]]
+    chars_per_token = calibrate_chars_per_token(sample, count_tokens)
+    held_out = held_out_questions(items)
+    clean = decontaminate(pool, held_out)
+    filtered = apply_filters(clean.kept, filters)
+    deduped = dedup(filtered.kept, p.minhash, seed=seed)
+    clf = train_classifier(dev, clean.kept, p.registers, p.classifier, seed=seed)
+    candidates = deduped.kept if name == "curated" else clean.kept
+    scores = score_docs(clf, candidates)
+    tokens = estimate_token_counts([d["text"] for d in candidates], chars_per_token)
+    if name == "curated":
+        selection = select(candidates, scores, tokens, p.budget_tokens, p.registers, p.mode, p.overfill, p.reserve)
+    else:
+        selection = random_selection(candidates, tokens, p.budget_tokens, make_rng(seed, "random_selection"),
+                                     p.reserve, scores=scores, registers=p.registers)
+
+    reasons = {d["id"]: "" for d in deduped.kept}
+    reasons.update(filtered.dropped_by)
+    reasons.update({i: "near_duplicate" for i in deduped.removed_ids})
+    reasons.update({i: "contaminated" for i in clean.removed})
+    score_by_id = {d["id"]: s for d, s in zip(candidates, scores)}
+    rows = [{"id": d["id"], "drop_reason": reasons[d["id"]],
+             "scores_json": json.dumps({r: round(float(v), 6) for r, v in zip(p.registers, score_by_id[d["id"]])})
+             if d["id"] in score_by_id else "{}"} for d in pool]
+    provenance = {**provenance, "selection": name, "chars_per_token": round(chars_per_token, 4),
+                  "budget_tokens": p.budget_tokens,
+                  "config_hash": f"{sha256_int(json.dumps(vars(p), default=vars, sort_keys=True)):016x}",
+                  "git_rev": git_rev()}
+    st = selection.stats
+    metrics = {"pool_docs": len(pool),
+               "decontamination": {"held_out_questions": len(held_out), "removed_docs": len(clean.removed),
+                                   "questions_found": clean.questions_found},
+               "after_filters": len(filtered.kept), "drops": filtered.counts,
+               "dedup": {"removed": deduped.n_removed, "rate": round(deduped.dedup_rate, 6)},
+               "classifier": {"heldout_accuracy": round(clf.report["heldout_accuracy"], 6),
+                              "chance": round(clf.report["chance"], 6),
+                              "register_accuracy": round(clf.report.get("register_accuracy") or 0.0, 6)},
+               "chars_per_token": round(chars_per_token, 4), "selected_docs": selection.n_budget_docs,
+               "selected_tokens_est": int(st.get("n_tokens", 0)),
+               "reserve_tail_docs": len(selection.ids) - selection.n_budget_docs,
+               "register_mix": st.get("per_register", {})}
+    return Curation(selection, rows, clf, provenance, metrics)

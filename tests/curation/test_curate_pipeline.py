@@ -1,0 +1,96 @@
+"""The `curate` stage's library run: every pool document gets one exact reason, metrics agree with it."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from decision_pipeline.curation.documents import REGISTERS, IngestParams, ingest
+from decision_pipeline.curation.pipeline import ClassifierParams, CurateParams, MinhashParams, curate
+from decision_pipeline.common.errors import PipelineError
+
+from .conftest import FILTER_CONFIG
+
+
+def params(**overrides) -> CurateParams:
+    values = dict(budget_tokens=20_000, mode="docs", overfill=1.0, reserve=0.1, registers=list(REGISTERS),
+                  filters={k: dict(v) for k, v in FILTER_CONFIG.items()},
+                  minhash=MinhashParams(num_perm=64, bands=16, rows=4, ngram=5),
+                  classifier=ClassifierParams(n_buckets=4096, epochs=2, lr=2.0, l2=1e-5, n_background=40),
+                  calib_docs=50)
+    return CurateParams(**{**values, **overrides})
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+@pytest.fixture(scope="module")
+def items():
+    """Two held-out questions planted verbatim in pool documents, one pool-split question that is not."""
+    return [{"id": "q-eval", "split": "eval", "question": "Which harbour town has the oldest lighthouse",
+             "options": [{"text": "Northwick"}, {"text": "Saltmere"}]},
+            {"id": "q-pool", "split": "pool", "question": "Which river is the longest",
+             "options": [{"text": "Avon"}, {"text": "Tees"}]}]
+
+
+@pytest.fixture(scope="module")
+def planted(pool, items):
+    docs = [dict(d) for d in pool]
+    docs[0]["text"] += " Which harbour town has the oldest lighthouse? Northwick or Saltmere."
+    docs[1]["text"] += " Which river is the longest? Avon or Tees."
+    return docs
+
+
+@pytest.mark.parametrize("name", ["curated", "random"])
+def test_every_document_has_one_exact_reason(planted, dev, items, name):
+    result = curate(name, planted, dev, items, words, params(), seed=3, provenance={"source": "test"})
+    reasons = {r["id"]: r["drop_reason"] for r in result.scores_rows}
+    assert list(reasons) == [d["id"] for d in planted]                      # one row per pool doc, pool order
+    assert reasons[planted[0]["id"]] == "contaminated" and reasons[planted[1]["id"]] != "contaminated"
+    counts = Counter(reasons.values())
+    m = result.metrics
+    assert m["drops"] == {name: counts.get(name, 0) for name in FILTER_CONFIG}   # datatrove-style per filter
+    assert set(m["drops"]) == set(FILTER_CONFIG) and all(v > 0 for v in m["drops"].values())
+    assert m["decontamination"]["removed_docs"] == counts["contaminated"] == 1
+    assert m["after_filters"] == len(planted) - counts["contaminated"] - sum(m["drops"].values())
+    assert m["dedup"]["removed"] == counts["near_duplicate"]
+    assert m["after_filters"] - m["dedup"]["removed"] == counts[""]
+    assert set(counts) == {"", "contaminated", "near_duplicate", *FILTER_CONFIG}
+    selected = set(result.selection.ids)
+    pickable = {i for i, r in reasons.items() if r == ""} if name == "curated" else \
+        {i for i, r in reasons.items() if r != "contaminated"}
+    assert selected <= pickable
+    scored = {r["id"] for r in result.scores_rows if r["scores_json"] != "{}"}
+    assert scored == pickable and set(json.loads(result.scores_rows[2]["scores_json"]) or REGISTERS) <= set(REGISTERS)
+    assert result.provenance["selection"] == name and result.provenance["source"] == "test"
+    assert m["selected_tokens_est"] >= 20_000
+
+
+def test_same_inputs_same_selection(planted, dev, items):
+    a = curate("curated", planted, dev, items, words, params(), seed=3, provenance={})
+    b = curate("curated", planted, dev, items, words, params(), seed=3, provenance={})
+    assert a.selection.to_json() == b.selection.to_json() and a.metrics == b.metrics
+
+
+def test_unknown_filter_fails_before_any_work(planted, dev, items):
+    with pytest.raises(PipelineError, match="unknown filter 'langid'"):
+        curate("curated", planted, dev, items, words, params(filters={"langid": {}}), seed=3, provenance={})
+
+
+def test_ingest_pool_and_dev_are_disjoint_and_counted():
+    p = IngestParams(n_docs=120, noise_fraction=0.25, dev_per_register=3,
+                     dev_registers=["news", "qa", "reasoning"], register_weights={"news": 1.0, "reasoning": 1.0},
+                     external_pool="", external_dev="")
+    pool, dev, metrics = ingest(p, seed=5)
+    assert len(pool) == metrics["pool_docs"] == 120 and len(dev) == metrics["dev_docs"] == 9
+    assert metrics["dev_registers"] == {"news": 3, "qa": 3, "reasoning": 3}
+    assert not {d["text"] for d in dev} & {d["text"] for d in pool}
+    assert sum(metrics["safety_scores"].values()) == 120
+    assert all(set(json.loads(r["meta_json"])) >= {"meta_kind", "meta_register"} for r in pool)
+    again, _, _ = ingest(p, seed=5)
+    assert again == pool
+    assert ingest(p, seed=6)[0] != pool
+    assert np.isclose(metrics["pool_words"], sum(len(r["text"].split()) for r in pool))

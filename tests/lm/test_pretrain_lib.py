@@ -1,0 +1,83 @@
+"""Pretraining as the `pretrain` stage runs it, and the pipeline tokenizer: small, seeded, exact."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from decision_pipeline.decision.questions import LABELS
+from decision_pipeline.lm.bpe import TokenizerParams, load_tokenizer, train_pipeline_tokenizer
+from decision_pipeline.lm.model import TinyModelSpec
+from decision_pipeline.lm.training import PretrainParams, encode_dev, pretrain
+
+torch.set_num_threads(1)
+
+
+def params(**overrides) -> PretrainParams:
+    values = dict(model=TinyModelSpec(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
+                                      max_positions=128),
+                  seq_len=16, batch_size=4, lr=3e-3, warmup_steps=1, epochs=1, bf16=False, threads=1,
+                  noise_selection="curated", noise_reorderings=1)
+    return PretrainParams(**{**values, **overrides})
+
+
+@pytest.fixture(scope="module")
+def texts(questions):
+    return [q["question"] for q in questions[:60]]
+
+
+@pytest.fixture(scope="module")
+def dev_rows(questions):
+    return [{"text": q["question"], "register": reg} for q, reg in zip(questions[60:70], ["a", "b"] * 5)]
+
+
+def test_noise_floor_only_for_the_noise_selection(tiny, texts, dev_rows):
+    _, tok = tiny
+    model, log, metrics = pretrain("curated", texts, dev_rows, tok, params(), budget=400, seed=1)
+    assert metrics["train"]["tokens"] == 400 and metrics["train"]["steps"] == len(log) == 400 // (16 * 4)
+    assert set(metrics["heldout"]["registers"]) == {"a", "b"}
+    assert len(metrics["noise"]["ppls"]) == 2 and metrics["noise"]["ppls"][0] == metrics["heldout"]["ppl"]
+    assert metrics["params"] == sum(p.numel() for p in model.parameters())
+    _, _, other = pretrain("random", texts, dev_rows, tok, params(), budget=400, seed=1)
+    assert "noise" not in other
+
+
+def test_same_seed_same_run(tiny, texts, dev_rows):
+    _, tok = tiny
+    p = params(noise_reorderings=0)
+    _, log_a, a = pretrain("curated", texts, dev_rows, tok, p, budget=400, seed=2)
+    _, log_b, b = pretrain("curated", texts, dev_rows, tok, p, budget=400, seed=2)
+    assert [r["loss"] for r in log_a] == [r["loss"] for r in log_b] and a["heldout"] == b["heldout"]
+
+
+def test_encode_dev_groups_ids_and_bytes(tiny, dev_rows):
+    _, tok = tiny
+    dev = encode_dev(tok, dev_rows)
+    assert set(dev) == {"a", "b"} and len(dev["a"][0]) == 5
+    assert dev["b"][1] == sum(len(r["text"].encode()) for r in dev_rows if r["register"] == "b")
+
+
+def test_budget_beyond_the_documents_is_an_error(tiny, texts, dev_rows):
+    _, tok = tiny
+    with pytest.raises(ValueError, match="fewer than the budget"):
+        pretrain("random", texts[:2], dev_rows, tok, params(), budget=10_000, seed=1)
+
+
+def test_pipeline_tokenizer_learns_labels_and_reports(tmp_path, questions):
+    docs = [q["question"] for q in questions[:100]]
+    fast, metrics = train_pipeline_tokenizer(docs, questions[:40], TokenizerParams(vocab_size=800, min_frequency=2, model_max_length=256))
+    assert metrics["vocab_size"] == len(fast) and metrics["corpus_docs"] == len(docs) + 2 * 40 + 10
+    assert metrics["chars_per_token"] > 1
+    fast.save_pretrained(str(tmp_path))
+    reloaded = load_tokenizer(tmp_path)
+    for c in LABELS:
+        assert len(reloaded(f" {c}", add_special_tokens=False)["input_ids"]) == 1
+
+
+def test_params_classes_have_no_code_defaults():
+    """Every field comes from params.yaml and documents itself (`--help` prints the docs)."""
+    for cls in (PretrainParams, TinyModelSpec, TokenizerParams):
+        for f in dataclasses.fields(cls):
+            assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, (cls, f.name)
+            assert f.metadata.get("doc"), (cls, f.name)
