@@ -154,8 +154,8 @@ def _check_rules(value: Any, meta: typing.Mapping, key: str) -> None:
 @dataclasses.dataclass
 class BaseParams:
     """Shared keys every stage may read (stages track only the dotted keys they use)."""
-    seed: int = rule(min=0)
-    profile: str = rule(choices=("default", "gpu", "micro"), default="default")
+    seed: int = rule(min=0, doc="root seed: every random choice derives from it and a named purpose")
+    profile: str = rule(choices=("default", "gpu", "micro"), doc="which profile this params file is (recorded in the report)")
 
 
 def load_base(path: str | Path = PARAMS_FILE) -> BaseParams:

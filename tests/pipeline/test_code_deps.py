@@ -6,6 +6,7 @@ another entry module hides that dependency twice over.
 """
 import ast
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -72,9 +73,20 @@ def test_removing_one_dep_line_fails(tmp_path):
     copy = tmp_path / "repo"
     shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".venv", ".git", "data", "models", "__pycache__"))
     (copy / ".dvc" / "tmp").mkdir(exist_ok=True)
+    subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
     text = (copy / "dvc.yaml").read_text()
     victim = "decision_pipeline/decision/chains.py"
     assert victim in text
     (copy / "dvc.yaml").write_text(text.replace(f", {victim}", "").replace(f"{victim}, ", ""))
     broken = {s.name: missing_deps(copy, s) for s in pipeline_stages(copy)}
     assert [Path(victim)] == broken["select_chains"]
+
+
+@pytest.mark.slow
+def test_an_entry_module_importing_another_fails(tmp_path):
+    """The boundary check bites: a stage->stage import planted in a copy is reported."""
+    copy = tmp_path / "stages"
+    shutil.copytree(ROOT / "stages", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "choose_lr.py").write_text((copy / "choose_lr.py").read_text() + "\nfrom stages.sft import main as _m\n")
+    crossing = {p.name for p in copy.glob("*.py") if any(n.startswith("stages.") for n in _imports(p))}
+    assert crossing == {"choose_lr.py"}

@@ -64,7 +64,7 @@ def test_profiles_have_the_same_keys_as_params(path):
         out = set()
         for k, v in d.items():
             out.add(prefix + k)
-            if isinstance(v, dict) and k not in ("filters", "splits", "register_weights"):
+            if isinstance(v, dict) and k not in ("filters", "splits", "register_weights", "candidates"):
                 out |= keys(v, prefix + k + ".")
         return out
     assert keys(yaml.safe_load(path.read_text())) == keys(yaml.safe_load((ROOT / "params.yaml").read_text()))
