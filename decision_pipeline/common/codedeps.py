@@ -125,7 +125,7 @@ def pipeline_stages(root: Path) -> list[StageCode]:
             if match is None:
                 continue
             deps = tuple(Path(d.def_path).as_posix().rstrip("/") for d in stage.deps)
-            out.append(StageCode(stage.addressing, match.group(1), deps))
+            out.append(StageCode(stage.name, match.group(1), deps))
     return out
 
 
