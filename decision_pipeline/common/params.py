@@ -22,10 +22,14 @@ PARAMS_FILE = "params.yaml"
 
 
 def rule(*, min: float | None = None, max: float | None = None,
-         choices: tuple | None = None, default: Any = dataclasses.MISSING,
+         choices: tuple | None = None, keys: tuple | None = None, default: Any = dataclasses.MISSING,
          default_factory: Any = dataclasses.MISSING, doc: str = "") -> Any:
-    """A dataclass field with validation metadata (and an optional default)."""
-    meta = {"min": min, "max": max, "choices": choices, "doc": doc}
+    """A dataclass field with validation metadata (and an optional default).
+
+    `keys` names what a mapping's keys may be: a typo inside a mapping
+    (`register_weights: {forun: 0.6}`) fails like a typo of a field name.
+    """
+    meta = {"min": min, "max": max, "choices": choices, "keys": keys, "doc": doc}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -137,6 +141,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
 def _check_rules(value: Any, meta: typing.Mapping, key: str) -> None:
     if value is None:
         return
+    allowed = meta.get("keys")
+    if allowed is not None and isinstance(value, dict):
+        unknown = sorted(set(value) - set(allowed))
+        if unknown:
+            raise PipelineError(f"{key}.{unknown[0]}: unknown key; it may name {', '.join(map(str, allowed))}")
+        value = list(value.values())
     choices = meta.get("choices")
     items = value if isinstance(value, list) else [value]
     for item in items:

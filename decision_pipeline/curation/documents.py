@@ -52,7 +52,7 @@ class IngestParams:
     dev_per_register: int = rule(min=1, doc="generated dev documents per register")
     dev_registers: list[str] = rule(choices=REGISTERS + ("reasoning",), doc="registers of the dev target")
     register_weights: dict[str, float] = rule(
-        doc="share of clean pool documents per register (a web crawl is not shaped like the target)")
+        keys=REGISTERS + ("reasoning",), min=0.0, doc="share of clean pool documents per register (a web crawl is not shaped like the target)")
     external_pool: str = rule(doc="JSONL/Parquet file or directory replacing the generated pool; '' = generate")
     external_dev: str = rule(doc="JSONL/Parquet dev file with id, text, register; '' = generate")
 

@@ -20,7 +20,7 @@ class ItemsParams:
     families: list[str] = rule(choices=tuple(FAMILIES), doc="question families to generate")
     levels: list[int] = rule(min=0, max=4, doc="difficulty levels to generate for every family")
     per_cell: int = rule(min=1, doc="questions per (family, level) cell")
-    splits: dict[str, float] = rule(doc="fraction per split (pool, dev, eval, calibration); sums to 1")
+    splits: dict[str, float] = rule(keys=("pool", "dev", "eval", "calibration"), min=0.0, max=1.0, doc="fraction per split (pool, dev, eval, calibration); sums to 1")
     external: str = rule(doc="JSONL/Parquet question file split like the rest; '' = none")
 
     def __post_init__(self) -> None:

@@ -57,6 +57,7 @@ GOOD = {
 GOOD_YAML = """\
 base:
   seed: 7
+  profile: default
 train:
   steps: 10
   shuffle: true
@@ -349,3 +350,18 @@ def test_load_base_errors(tmp_path, body, words):
         load_base(path)
     msg = _err(excinfo)
     assert words in msg and str(path) in msg
+
+
+def test_a_typo_inside_a_mapping_param_names_the_key(tmp_path):
+    import yaml as _yaml
+
+    from decision_pipeline.common.errors import PipelineError as _PE
+    from decision_pipeline.curation.documents import IngestParams
+    from decision_pipeline.common.params import load_section as _load
+    root = Path(__file__).resolve().parents[2]
+    data = _yaml.safe_load((root / "params.yaml").read_text())
+    data["ingest"]["register_weights"] = {"forun": 0.6, "news": 0.4}
+    path = tmp_path / "params.yaml"
+    path.write_text(_yaml.safe_dump(data))
+    with pytest.raises(_PE, match=r"ingest.register_weights.forun: unknown key; it may name news"):
+        _load(IngestParams, "ingest", path)
