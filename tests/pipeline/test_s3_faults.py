@@ -261,7 +261,7 @@ def test_multipart_file_survives_a_cut_mid_upload_and_round_trips_byte_identical
     seconds_pull = time.monotonic() - t0
     assert _sha(big) == digest
     assert repo.run("dvc", "status", "--json").stdout.strip() in ("", "{}")
-    print(f"\n110 MiB: cut push failed in {seconds_to_fail:.1f}s, push {seconds_push:.1f}s, pull {seconds_pull:.1f}s")
+    print(f"\n110 MiB: cut push failed (exit {failed.returncode}) in {seconds_to_fail:.1f}s, push {seconds_push:.1f}s, pull {seconds_pull:.1f}s")
 
 
 def _iam_user_keys(port: int) -> dict[str, str]:
