@@ -25,6 +25,9 @@ from decision_pipeline.decision.evaluation import EvaluateParams
 from decision_pipeline.decision.generation import GenerateParams
 from decision_pipeline.decision.item_splits import ItemsParams
 from decision_pipeline.decision.lr_choice import LrSweepParams
+from decision_pipeline.decision.rl_probe import RlProbeParams
+from decision_pipeline.decision.rl_select import RlSelectParams
+from decision_pipeline.decision.rl_trainer import RLParams
 from decision_pipeline.decision.sft_trainer import SFTParams
 from decision_pipeline.lm.bpe import TokenizerParams
 from decision_pipeline.lm.training import PretrainParams
@@ -35,6 +38,7 @@ SECTIONS: dict[str, type] = {
     "generate": GenerateParams, "select_chains": SelectChainsParams, "lr_sweep": LrSweepParams,
     "sft": SFTParams, "calibrate": CalibrateParams, "evaluate": EvaluateParams,
     "s1mb_data": S1mbDataParams, "s1mb": S1mbParams,
+    "rl_probe": RlProbeParams, "rl_select": RlSelectParams, "rl": RLParams,
     "seed_sample": SeedSampleParams, "reflect": ReflectParams, "judge": JudgeParams, "reviews": ReviewsParams,
     "judge_agreement": AgreementParams, "throughput": ThroughputParams,
 }

@@ -18,7 +18,7 @@ from decision_pipeline.common.io import atomic_dir, write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.decision.base_model import BaseModelParams, assess_base, base_source
-from decision_pipeline.decision.questions import load_items
+from decision_pipeline.decision.questions import load_split
 
 
 @stage_main
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     p = load_section(BaseModelParams, "base_model", args.params)
     torch.set_num_threads(p.threads)
     source = base_source(p, args.pretrained)
-    metrics = assess_base(source, load_items(args.items, split="eval"), p, load_base(args.params).seed)
+    metrics = assess_base(source, load_split(args.items, "eval"), p, load_base(args.params).seed)
     with atomic_dir(args.out) as tmp:
         shutil.copytree(source, tmp, dirs_exist_ok=True)
     write_json(args.metrics, metrics)

@@ -21,7 +21,7 @@ from decision_pipeline.common.params import load_base, load_section, stage_parse
 from decision_pipeline.decision.answering import AnsweringParams, answer_questions
 from decision_pipeline.decision.calibration import CalibrateParams, calibrate_answers
 from decision_pipeline.decision.evaluation import EvaluateParams
-from decision_pipeline.decision.questions import load_items
+from decision_pipeline.decision.questions import load_split
 
 
 @stage_main
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     answering = load_section(EvaluateParams, "evaluate", args.params).answering
     seed = load_base(args.params).seed
     torch.set_num_threads(answering.threads)
-    questions = stable_subset(load_items(args.items, split="calibration"), p.items, "calibrate")
+    questions = stable_subset(load_split(args.items, "calibration"), p.items, "calibrate")
     logits, chains = answer_questions(args.model, questions, answering, seed)
     temps, report = calibrate_answers(logits, chains, questions, p, seed)
     write_json(f"{args.out}/temperatures.json", temps)

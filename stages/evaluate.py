@@ -14,9 +14,10 @@ from pathlib import Path
 import torch
 
 from decision_pipeline.common.hashing import stable_subset
-from decision_pipeline.common.io import read_json, read_jsonl, write_json, write_jsonl
+from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
+from decision_pipeline.common.temperatures import read_temperatures
 from decision_pipeline.decision.answering import answer_questions
 from decision_pipeline.decision.evaluation import EvaluateParams, answer_records, evaluate_records
 from decision_pipeline.decision.questions import load_items
@@ -41,15 +42,16 @@ def main(argv: list[str] | None = None) -> None:
     seed = load_base(args.params).seed
     torch.set_num_threads(p.answering.threads)
     name = Path(args.model).name
-    temps = read_json(args.temps)
+    temps = read_temperatures(args.temps)
     questions = stable_subset(load_items(args.items, split="eval"), p.max_items, "evaluate")
     logits, chains = answer_questions(args.model, questions, p.answering, seed)
     records = answer_records(questions, logits, chains)
     baseline = None
     if args.baseline:
         base_dir = Path(args.baseline)
-        baseline = (base_dir.name, read_jsonl(base_dir / "records.jsonl"), read_json(base_dir / "temperatures.json"))
-    metrics, plot_data = evaluate_records(records, questions, temps, p, seed, baseline)
+        baseline = (base_dir.name, read_jsonl(base_dir / "records.jsonl"),
+                    read_temperatures(base_dir / "temperatures.json"))
+    metrics, plot_data = evaluate_records(records, questions, temps, p, seed, baseline, model_name=name)
     write_jsonl(f"{args.out}/records.jsonl", records)
     write_json(f"{args.out}/temperatures.json", temps)
     plots = Path(args.plots)

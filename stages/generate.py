@@ -19,7 +19,7 @@ from decision_pipeline.common.io import write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.decision.generation import GenerateParams, generate_to_log
-from decision_pipeline.decision.questions import load_items
+from decision_pipeline.decision.questions import load_split
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import load_model
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     seed = load_base(args.params).seed
     torch.set_num_threads(p.threads)
     model, tok = load_model(args.model), load_tokenizer(args.model)
-    questions = sorted(stable_subset(load_items(args.items, split="pool"), p.max_questions, "generate"),
+    questions = sorted(stable_subset(load_split(args.items, "pool"), p.max_questions, "generate"),
                        key=lambda q: q["id"])
     metrics = generate_to_log(p, seed, model, tok, args.model, questions, args.out, started)
     if metrics.pop("stopped_early"):

@@ -16,7 +16,7 @@ from decision_pipeline.common.io import atomic_dir, read_json, read_table, write
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, read_params_file, stage_parser
 from decision_pipeline.lm.bpe import load_tokenizer
-from decision_pipeline.lm.training import PretrainParams, pretrain
+from decision_pipeline.lm.training import PretrainParams, pretrain, selected_texts
 
 
 @stage_main
@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(p.threads)
     tok = load_tokenizer(args.tokenizer)
     texts = {r["id"]: r["text"] for r in read_table(args.pool)}
-    selection = read_json(f"{args.selection}/selection.json")["ids"]
-    model, log, metrics = pretrain(args.name, [texts[i] for i in selection], read_table(args.dev), tok, p,
-                                   budget, seed)
+    selection = f"{args.selection}/selection.json"
+    chosen = selected_texts(texts, read_json(selection)["ids"], selection)
+    model, log, metrics = pretrain(args.name, chosen, read_table(args.dev), tok, p, budget, seed)
     with atomic_dir(args.out) as tmp:
         model.save_pretrained(str(tmp))
         tok.save_pretrained(str(tmp))

@@ -1,18 +1,26 @@
 """Stage `s1mb@{model}`: S1MB results, task scores, Task Avg and Borda for one model.
 
-Reads the benchmark set indexed by `s1mb_data`, answers every benchmark of its
-category with the pipeline's readout (``decision_pipeline.bench.adapter``:
-per-task temperatures, chunked readout above 8 options, optional routed
-thinking; the run is ``decision_pipeline.bench.scoring.score_model``), and writes
+Reads the benchmark set indexed by `s1mb_data` and the model's calibrated
+per-task readout temperatures (``--temps``: ``calibrate@<model>``'s
+``temperatures.json``; a task not there reads as T = 1), answers every
+benchmark of its category with the pipeline's readout
+(``decision_pipeline.bench.adapter``: calibrated temperatures, chunked readout
+above 8 options) and, from the same readout, with the lowest-margin
+``s1mb.route_fraction`` of questions re-answered by thinking (the run is
+``decision_pipeline.bench.scoring.score_model``), and writes
 
-- ``--out``: a published-style model folder ``pipeline__<model>/``
-  (``metadata.json`` + one upstream result ``<benchmark-id>.json.xz`` each,
-  every one re-verified by recomputing its metrics); copy it into a cohort
-  directory to rank later models against it;
-- ``--metrics``: ``task_avg``, ``task_scores.{noul,choice,score}``
-  (0-1, null where the spec says null), ``n_benchmarks``, ``n_judgments``, and
-  with ``s1mb.cohort_dir`` (a directory of published model folders) ``borda``
-  and competition ``rank`` among the cohort plus this model.
+- ``--out``: two published-style model folders, ``pipeline__<model>/``
+  (readout only) and ``pipeline__<model>-routed/`` (``metadata.json`` + one
+  upstream result ``<benchmark-id>.json.xz`` each, every one re-verified by
+  recomputing its metrics); copy one into a cohort directory to rank later
+  models against it;
+- ``--metrics``: ``task_avg``, ``task_scores.{noul,choice,score}`` (readout
+  only) and ``task_avg_routed``, ``task_scores_routed`` (0-1, null where the
+  spec says null), ``temperatures``, ``route_fraction``, ``n_benchmarks``,
+  ``n_judgments``, ``routed_questions``, ``routed_parsed``, and with
+  ``s1mb.cohort_dir`` (a directory of published model folders) ``borda`` and
+  competition ``rank`` (``borda_routed``, ``rank_routed``) of each variant
+  added alone to the cohort.
 """
 from __future__ import annotations
 
@@ -21,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from decision_pipeline.bench.adapter import S1mbParams
+from decision_pipeline.bench.adapter import S1mbParams, load_readout_temperatures
 from decision_pipeline.bench.s1mb import write_model_folder
 from decision_pipeline.bench.scoring import score_model
 from decision_pipeline.common.errors import PipelineError
@@ -37,22 +45,30 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--data", required=True, help="the s1mb_data output")
     ap.add_argument("--model-dir", required=True)
-    ap.add_argument("--out", required=True, help="directory for the model folder")
+    ap.add_argument("--temps", required=True, help="calibrate's temperatures.json for this model")
+    ap.add_argument("--out", required=True, help="directory for the two model folders (readout, routed)")
     ap.add_argument("--metrics", required=True)
     args = ap.parse_args(argv)
     started = time.time()
     p = load_section(S1mbParams, "s1mb", args.params)
     if Path(args.out).resolve() == Path(args.data).resolve():
         raise PipelineError(f"s1mb@{args.model}: --out {args.out} would overwrite the benchmark set; choose another")
+    temps = load_readout_temperatures(args.temps)  # before the model loads: a bad file fails fast
     torch.set_num_threads(p.threads)
-    score = score_model(args.model, args.model_dir, args.data, p, load_base(args.params).seed)
+    score = score_model(args.model, args.model_dir, args.data, p, temps, load_base(args.params).seed)
     with atomic_dir(args.out) as tmp:
-        write_model_folder(tmp, score.metadata, score.results)
+        for folder in (score.readout, score.routed):
+            write_model_folder(tmp, folder.metadata, folder.results)
     write_json(args.metrics, score.metrics)
     m = score.metrics
     summary(f"s1mb@{args.model}", started, benchmarks=m["n_benchmarks"], judgments=m["n_judgments"],
-            task_avg=m["task_avg"] if m["task_avg"] is not None else "null",
+            task_avg=_num(m["task_avg"]), task_avg_routed=_num(m["task_avg_routed"]), routed=m["routed_questions"],
             **({"borda": m["borda"], "rank": m["rank"]} if p.cohort_dir else {}))
+
+
+def _num(value: float | None) -> float | str:
+    """A metric for the summary line ('null' where the spec gives none)."""
+    return value if value is not None else "null"
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from decision_pipeline.bench.data import S1mbDataParams, bench_metrics, build_be
 from decision_pipeline.common.io import write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.questions import load_items
+from decision_pipeline.decision.questions import load_split
 
 
 @stage_main
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     started = time.time()
     p = load_section(S1mbDataParams, "s1mb_data", args.params)
-    eval_questions = load_items(args.items, split="eval") if p.source == "synthetic" else []
+    eval_questions = load_split(args.items, "eval") if p.source == "synthetic" else []
     index = build_bench(Path(args.out), eval_questions, p, load_base(args.params).seed)
     write_json(args.metrics, bench_metrics(index))
     summary("s1mb_data", started, source=p.source, category=p.category, benchmarks=index["n_benchmarks"],

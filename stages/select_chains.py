@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl
+from decision_pipeline.common.io import write_json, write_jsonl
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.chains import SelectChainsParams, select_chains
+from decision_pipeline.decision.chains import SelectChainsParams, read_chain_log, select_chains
 from decision_pipeline.decision.questions import load_items
 
 
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.time()
     p = load_section(SelectChainsParams, "select_chains", args.params)
     seed = load_base(args.params).seed
-    records = read_jsonl(args.chains)
+    records = read_chain_log(args.chains)
     by_id = {q["id"]: q for q in load_items(args.items, split="pool")}
     try:
         kept, metrics = select_chains(records, by_id, p, seed)

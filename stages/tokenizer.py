@@ -11,7 +11,7 @@ import time
 from decision_pipeline.common.io import atomic_dir, read_table, write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_section, stage_parser
-from decision_pipeline.decision.questions import load_items
+from decision_pipeline.decision.questions import load_split
 from decision_pipeline.lm.bpe import TokenizerParams, train_pipeline_tokenizer
 
 
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.time()
     p = load_section(TokenizerParams, "tokenizer", args.params)
     docs = [r["text"] for r in read_table(args.pool)]
-    fast, metrics = train_pipeline_tokenizer(docs, load_items(args.items, split="pool"), p)
+    fast, metrics = train_pipeline_tokenizer(docs, load_split(args.items, "pool"), p)
     with atomic_dir(args.out) as tmp:
         fast.save_pretrained(str(tmp))
     write_json(args.metrics, metrics)

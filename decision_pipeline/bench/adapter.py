@@ -36,14 +36,23 @@ Many options (``readout_distributions``; method ``CHUNK_METHOD``)
     bit for bit. The method, chunk size and chunk counts go to
     ``model.settings.many_options`` of every result.
 
-Routed thinking (optional; ``route_fraction`` > 0)
-    Of the questions with at most 8 options, the ``round(route_fraction * n)``
-    with the smallest readout margin (top-1 minus top-2 probability; ties by
-    authored order) get one greedy thinking chain. If its answer parses, the
-    readout is replaced by ``1 - eps`` on the parsed option and ``eps`` spread
-    evenly over the others (``thinking_distribution``); if not, the readout
-    distribution is kept. Chunked questions are never routed (the answer
-    letter could not name their options).
+Temperatures (``load_readout_temperatures``)
+    The per-task readout temperatures are the ones ``calibrate@<model>`` fitted
+    for the same model (``temperatures.json``, key ``readout``; a task it kept
+    at 1 or left out reads as 1.0), so S1MB scores the calibrated readout the
+    pipeline's own evaluation uses. They go to ``model.settings.temperatures``.
+
+Routed thinking (``route_fraction``; ``predict_cases`` returns both variants)
+    One readout pass gives the readout-only predictions. A copy of them is then
+    routed: of the questions with at most 8 options, the
+    ``round(route_fraction * n)`` with the smallest readout margin (top-1 minus
+    top-2 probability; ties by authored order) get one greedy thinking chain.
+    If its answer parses, that question's readout is replaced by ``1 - eps`` on
+    the parsed option and ``eps`` spread evenly over the others
+    (``thinking_distribution``); if not, the readout distribution is kept.
+    Every other question keeps its readout, so the two variants differ only on
+    routed, parsed questions (identical when ``route_fraction`` is 0). Chunked
+    questions are never routed (the answer letter could not name their options).
 
 Every distribution is float64, clipped to [0, 1] and checked against the
 library's rules (keys = option ids, |sum - 1| <= 1e-5) before it is returned.
@@ -52,22 +61,26 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from decision_pipeline.bench.s1mb import Case, Prediction, Question, check_probabilities
+from decision_pipeline.bench.s1mb import TASKS, Case, Prediction, Question, check_probabilities
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import read_json
 from decision_pipeline.common.params import rule
 from decision_pipeline.decision.questions import LABELS
 from decision_pipeline.lm.readout import softmax
 
 __all__ = [
-    "CHUNK_SIZE", "CHUNK_METHOD", "ADAPTER_NAME", "S1mbParams", "TaskTemperatures", "Reader", "render_state",
-    "to_pipeline_question", "case_questions", "chunk_bounds", "compose_chunks", "readout_distributions",
-    "model_reader", "margins", "select_routed", "thinking_distribution", "to_probabilities",
-    "predict_cases",
+    "CHUNK_SIZE", "CHUNK_METHOD", "ADAPTER_NAME", "S1mbParams", "Reader", "Predicted", "render_state",
+    "load_readout_temperatures", "to_pipeline_question", "case_questions", "chunk_bounds", "compose_chunks",
+    "readout_distributions", "model_reader", "margins", "select_routed", "thinking_distribution",
+    "to_probabilities", "predict_cases",
 ]
 
 CHUNK_SIZE = len(LABELS)
@@ -79,26 +92,57 @@ Reader = Callable[[Sequence[dict]], list[np.ndarray]]
 
 
 @dataclass
-class TaskTemperatures:
-    """Readout softmax temperature per task type (adapter-side, recorded in model.settings)."""
-    noul: float = rule(min=0.01, doc="temperature of noul (yes/no) questions")
-    choice: float = rule(min=0.01, doc="temperature of choice questions")
-    score: float = rule(min=0.01, doc="temperature of score questions")
-
-    def get(self, task: str, default: float = 1.0) -> float:
-        return float(getattr(self, task, default))
-
-
-@dataclass
 class S1mbParams:
-    """How the adapter reads a model and what it is ranked against (the ``s1mb`` params section)."""
+    """How the adapter reads a model and what it is ranked against (the ``s1mb`` params section).
+
+    The readout temperatures are not a param: they are the model's own fitted
+    ones (``calibrate@<model>``, ``load_readout_temperatures``).
+    """
     batch_size: int = rule(min=1, doc="questions per readout forward pass (and per thinking batch)")
-    temperatures: TaskTemperatures = rule(doc="readout softmax temperature per task type")
-    route_fraction: float = rule(min=0.0, max=1.0, doc="lowest-margin share answered by thinking")
+    route_fraction: float = rule(min=0.0, max=1.0, doc="lowest-margin share answered by thinking (routed variant)")
     route_eps: float = rule(min=0.0, max=0.5, doc="mass spread off the thinking answer")
     max_new_tokens: int = rule(min=1, doc="thinking chain length limit")
     cohort_dir: str = rule(doc="directory of published model folders for Borda/rank; '' = none")
     threads: int = rule(min=1, doc="torch CPU threads")
+
+
+@dataclass
+class Predicted:
+    """One benchmark's readout-only and routed predictions from a single readout pass, with their settings."""
+    readout: list[Prediction]
+    routed: list[Prediction]
+    settings: dict[str, Any]
+    routed_settings: dict[str, Any]
+    readout_seconds: float
+    routing_seconds: float
+
+
+# ---------------------------------------------------------------- temperatures
+
+def _temperature(path: Path, task: str, value: Any) -> float:
+    """One readout temperature, checked: calibrate writes finite numbers > 0, anything else is a broken file."""
+    if task not in TASKS:
+        raise PipelineError(f"{path}: readout.{task}: unknown task; expected one of {', '.join(TASKS)}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise PipelineError(f"{path}: readout.{task}: temperature must be a finite number > 0, got {value!r}; "
+                            "rerun calibrate for this model")
+    return float(value)
+
+
+def load_readout_temperatures(path: str | Path) -> dict[str, float]:
+    """Per-task readout temperatures from calibrate's ``temperatures.json``; a task not there reads as 1.0.
+
+    Why from the file and not params: S1MB must score the same calibrated
+    readout that ``evaluate`` reports for this model, with one definition of T.
+    """
+    path = Path(path)
+    data = read_json(path)
+    readout = data.get("readout") if isinstance(data, dict) else None
+    if not isinstance(readout, dict):
+        raise PipelineError(f"{path}: expected an object with a 'readout' object of per-task temperatures "
+                            "(as calibrate writes it); rerun calibrate for this model")
+    fitted = {task: _temperature(path, task, value) for task, value in readout.items()}
+    return {task: fitted.get(task, 1.0) for task in TASKS}
 
 
 # ---------------------------------------------------------------- question mapping
@@ -227,8 +271,7 @@ def readout_distributions(read: Reader, questions: Sequence[dict], size: int = C
     return out  # type: ignore[return-value]
 
 
-def model_reader(model: Any, tok: Any, temperatures: TaskTemperatures | Mapping[str, float],
-                 batch_size: int) -> Reader:
+def model_reader(model: Any, tok: Any, temperatures: Mapping[str, float], batch_size: int) -> Reader:
     """The pipeline readout (``decision_pipeline.decision.answering.readout``) + per-task temperature softmax."""
     from decision_pipeline.decision.answering import readout
 
@@ -307,33 +350,40 @@ def to_probabilities(question: Question, distribution: np.ndarray, /, **where: A
     return probabilities
 
 
-def predict_cases(cases: Sequence[Case], read: Reader, config: S1mbParams, seed: int,
-                  model: Any = None, tok: Any = None) -> tuple[list[Prediction], dict[str, Any]]:
-    """Predictions for every question of ``cases`` and the ``model.settings`` that produced them.
+def _keyed(items: Sequence[tuple[Case, Question, dict]], dists: Sequence[np.ndarray]) -> list[Prediction]:
+    """One validated prediction per question (the result files must hold what scoring will accept)."""
+    return [Prediction(case.case_id, question.id,
+                       to_probabilities(question, dist, case=case.case_id, question=question.id))
+            for (case, question, _), dist in zip(items, dists)]
+
+
+def predict_cases(cases: Sequence[Case], read: Reader, config: S1mbParams, seed: int, *,
+                  temperatures: Mapping[str, float], model: Any = None, tok: Any = None) -> Predicted:
+    """Readout-only and routed predictions for every question of ``cases``, and the settings of each.
 
     ``read`` is ``model_reader(...)`` for a real model (or any function with the
-    same contract in tests); ``model``/``tok`` are only needed for routed thinking
-    (greedy, seeded by ``seed``).
+    same contract in tests) and applies ``temperatures``, which are recorded in
+    the settings. The readout runs once; routing re-answers only the routed
+    questions of a copy. ``model``/``tok`` are only needed when
+    ``config.route_fraction`` > 0 (greedy thinking, seeded by ``seed``).
     """
+    if config.route_fraction > 0 and (model is None or tok is None):
+        raise ValueError("routed thinking needs the model and tokenizer")
+    t0 = time.perf_counter()
     items = case_questions(cases)
     stats: dict[str, Any] = {}
     dists = readout_distributions(read, [pq for _, _, pq in items], CHUNK_SIZE, stats)
     settings: dict[str, Any] = {
         "readout": "option-label logits after 'Answer:' (decision_pipeline.decision.answering.readout), softmax",
-        "temperatures": {t: float(config.temperatures.get(t, 1.0)) for t in ("noul", "choice", "score")},
+        "temperatures": {t: float(temperatures.get(t, 1.0)) for t in TASKS},
         "many_options": {"method": CHUNK_METHOD, "chunk_size": CHUNK_SIZE,
                          "chunked_questions": stats.get("chunked_questions", 0),
                          "max_chunks": stats.get("max_chunks", 1), "depth": stats.get("depth", 0)},
+        "routing": {"method": "none", "fraction": 0.0},
     }
-    if config.route_fraction > 0:
-        if model is None or tok is None:
-            raise ValueError("routed thinking needs the model and tokenizer")
-        settings["routing"] = _route(model, tok, [pq for _, _, pq in items], dists, config, seed)
-    else:
-        settings["routing"] = {"method": "none", "fraction": 0.0}
-    predictions = [
-        Prediction(case.case_id, question.id,
-                   to_probabilities(question, dist, case=case.case_id, question=question.id))
-        for (case, question, _), dist in zip(items, dists)
-    ]
-    return predictions, settings
+    t1 = time.perf_counter()
+    routed = list(dists)
+    routing = (_route(model, tok, [pq for _, _, pq in items], routed, config, seed) if config.route_fraction > 0
+               else settings["routing"])
+    return Predicted(_keyed(items, dists), _keyed(items, routed), settings, {**settings, "routing": routing},
+                     readout_seconds=t1 - t0, routing_seconds=time.perf_counter() - t1)

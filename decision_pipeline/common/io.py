@@ -161,9 +161,10 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(line.rstrip("\r\n"))
             except json.JSONDecodeError as exc:
-                raise PipelineError(f"{path}:{lineno}: malformed JSON ({exc.msg}); fix or remove the line") from None
+                raise PipelineError(f"{path}:{lineno}: malformed JSON ({exc.msg} column {exc.colno}); "
+                                    "fix or remove the line") from None
             if not isinstance(row, dict):
                 raise PipelineError(f"{path}:{lineno}: expected a JSON object per line")
             yield lineno, row
@@ -206,7 +207,13 @@ def read_table(path: str | Path, schema: pa.Schema | None = None) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise PipelineError(f"{path}: file not found; run the stage that writes it (dvc repro)")
-    table = pq.read_table(path)
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:  # truncated or not Parquet at all: pyarrow raises several types
+        reason = " ".join(str(exc).split()).split(". ")[0]
+        reason = reason.split("': ", 1)[-1] if str(path) in reason else reason  # pyarrow repeats the path
+        raise PipelineError(f"{path}: unreadable Parquet ({reason[:120]}); rerun the stage that writes it "
+                            "or re-export the file") from None
     if schema is not None and not table.schema.remove_metadata().equals(schema):
         raise PipelineError(f"{path}: schema {table.schema.names} differs from the declared one {schema.names}")
     return table.to_pylist()

@@ -3,11 +3,17 @@
 Why: `dvc exp run -S key=value` rewrites params by hand-typed keys; a typo must
 fail at once (naming key, file and what was expected) instead of being ignored.
 Range and choice rules live in `field(metadata=...)` beside the field they guard:
-``min``, ``max`` (inclusive) and ``choices``.
+``min``, ``max`` (inclusive), ``gt`` (strictly above), ``choices`` and ``nonempty``.
+
+External inputs: a path param that names no file is set to ``NO_PATH`` (a committed
+empty placeholder), never to '': each such path is a DVC dep of its stage
+(`${items.external}` in dvc.yaml) and DVC cannot track an empty path. The loader
+turns ``NO_PATH`` back into '' so the library reads "none" as before.
 """
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from pathlib import Path
@@ -19,17 +25,27 @@ from decision_pipeline.common.errors import PipelineError
 
 T = TypeVar("T")
 PARAMS_FILE = "params.yaml"
+NO_PATH = "configs/external/none"  # "no external file": a real (empty) file, so it can be a DVC dep
+# every section a pipeline params file may hold (decision_pipeline.config maps each to its class; a
+# test keeps the two equal). Kept here so every stage checks a file's sections without importing them all.
+SECTION_NAMES = ("base", "items", "ingest", "tokenizer", "curate", "pretrain", "base_model", "generate",
+                 "select_chains", "lr_sweep", "sft", "calibrate", "evaluate", "s1mb_data", "s1mb",
+                 "rl_probe", "rl_select", "rl", "seed_sample", "reflect", "judge", "reviews",
+                 "judge_agreement", "throughput")
 
 
-def rule(*, min: float | None = None, max: float | None = None,
-         choices: tuple | None = None, keys: tuple | None = None, default: Any = dataclasses.MISSING,
-         default_factory: Any = dataclasses.MISSING, doc: str = "") -> Any:
+def rule(*, min: float | None = None, max: float | None = None, gt: float | None = None,
+         choices: tuple | None = None, keys: tuple | None = None, nonempty: bool = False,
+         default: Any = dataclasses.MISSING, default_factory: Any = dataclasses.MISSING, doc: str = "") -> Any:
     """A dataclass field with validation metadata (and an optional default).
 
     `keys` names what a mapping's keys may be: a typo inside a mapping
     (`register_weights: {forun: 0.6}`) fails like a typo of a field name.
+    `gt` is an exclusive lower bound (a learning rate of 0 trains nothing, silently);
+    `nonempty` refuses an empty list or mapping (`families: []` makes 0 items downstream).
     """
-    meta = {"min": min, "max": max, "choices": choices, "keys": keys, "doc": doc}
+    meta = {"min": min, "max": max, "gt": gt, "choices": choices, "keys": keys, "nonempty": nonempty,
+            "doc": doc}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -60,7 +76,20 @@ def load_section(cls: type[T], section: str, path: str | Path = PARAMS_FILE,
     data = read_params_file(path) if data is None else data
     if section not in data:
         raise PipelineError(f"{path}: section '{section}' is missing; add it (see params.yaml on main)")
+    if section in SECTION_NAMES:
+        check_sections(data, path)
     return from_dict(cls, data[section], f"{path}: {section}")
+
+
+def check_sections(data: dict, path: str | Path) -> None:
+    """A pipeline params file holds pipeline sections only: a misspelt section (`itmes:`) would
+    otherwise be ignored while the stage reads the unchanged, correctly spelt one."""
+    unknown = sorted(set(data) - set(SECTION_NAMES), key=str)
+    if unknown:
+        close = difflib.get_close_matches(str(unknown[0]), SECTION_NAMES, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise PipelineError(f"{path}: section '{unknown[0]}' is unknown{hint}; "
+                            f"known sections are {', '.join(SECTION_NAMES)}")
 
 
 def from_dict(cls: type[T], raw: Any, where: str) -> T:
@@ -134,7 +163,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if tp is str:
         if not isinstance(value, str):
             raise PipelineError(f"{key}: expected a string, got {value!r}")
-        return value
+        return "" if value and Path(value).as_posix() == NO_PATH else value
     raise TypeError(f"unsupported params type {tp!r} at {key}")
 
 
@@ -147,6 +176,9 @@ def _check_rules(value: Any, meta: typing.Mapping, key: str) -> None:
         if unknown:
             raise PipelineError(f"{key}.{unknown[0]}: unknown key; it may name {', '.join(map(str, allowed))}")
         value = list(value.values())
+    if meta.get("nonempty") and isinstance(value, (list, dict)) and not value:
+        hint = f"one of {', '.join(map(str, meta['choices']))}" if meta.get("choices") else "one value"
+        raise PipelineError(f"{key} is empty; list at least {hint}")
     choices = meta.get("choices")
     items = value if isinstance(value, list) else [value]
     for item in items:
@@ -159,6 +191,9 @@ def _check_rules(value: Any, meta: typing.Mapping, key: str) -> None:
             raise PipelineError(f"{key}: expected a value >= {lo}, got {item!r}")
         if hi is not None and isinstance(item, (int, float)) and item > hi:
             raise PipelineError(f"{key}: expected a value <= {hi}, got {item!r}")
+        gt = meta.get("gt")
+        if gt is not None and isinstance(item, (int, float)) and item <= gt:
+            raise PipelineError(f"{key}: expected a value > {gt}, got {item!r}")
 
 
 @dataclasses.dataclass
@@ -179,6 +214,10 @@ def describe(cls: type, section: str) -> str:
     for f in dataclasses.fields(cls):
         meta = f.metadata
         rules = [f"{k} {meta[k]}" for k in ("min", "max") if meta.get(k) is not None]
+        if meta.get("gt") is not None:
+            rules.append(f"> {meta['gt']}")
+        if meta.get("nonempty"):
+            rules.append("non-empty")
         if meta.get("choices"):
             rules.append("one of " + "|".join(map(str, meta["choices"])))
         extra = f" [{', '.join(rules)}]" if rules else ""

@@ -392,3 +392,20 @@ def paired_bootstrap_diff(a: Any, b: Any, n_resamples: int = 1000, confidence: f
     stats = _resampled(x.size, n_resamples, seed,
                        lambda idx: x[idx].mean(axis=1) - y[idx].mean(axis=1))
     return (float(x.mean() - y.mean()), *_interval(stats, confidence))
+
+
+def two_sample_bootstrap_diff(a: Any, b: Any, n_resamples: int = 1000, confidence: float = 0.95,
+                              seed: int = 0) -> tuple[float, float, float]:
+    """Bootstrap (diff, low, high) for mean(a) - mean(b) over two independent samples.
+
+    Each side is resampled on its own (different units, e.g. the prompts of the first and the
+    last quarter of an RL run, each used once): no pairing exists to exploit.
+    """
+    x, y = _vec(a, "a").astype(float), _vec(b, "b").astype(float)
+    _nonempty(x.size, "a")
+    _nonempty(y.size, "b")
+    _check_bootstrap(n_resamples, confidence)
+    rng = np.random.default_rng(seed)
+    diffs = (x[rng.integers(0, x.size, (n_resamples, x.size))].mean(axis=1)
+             - y[rng.integers(0, y.size, (n_resamples, y.size))].mean(axis=1))
+    return (float(x.mean() - y.mean()), *_interval(diffs, confidence))

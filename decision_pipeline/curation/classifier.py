@@ -36,7 +36,7 @@ class ClassifierParams:
     """The hashed-n-gram register classifier trained on the dev target."""
     n_buckets: int = rule(min=16, doc="feature hash buckets")
     epochs: int = rule(min=1, doc="SGD epochs")
-    lr: float = rule(min=0.0, doc="SGD learning rate")
+    lr: float = rule(gt=0.0, doc="SGD learning rate")
     l2: float = rule(min=0.0, doc="L2 weight decay per step")
     n_background: int = rule(min=1, doc="pool documents sampled as the background class")
 

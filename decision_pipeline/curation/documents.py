@@ -50,11 +50,13 @@ class IngestParams:
     n_docs: int = rule(min=1, doc="generated pool size")
     noise_fraction: float = rule(min=0.0, max=0.99, doc="share of generated pool documents that are web noise")
     dev_per_register: int = rule(min=1, doc="generated dev documents per register")
-    dev_registers: list[str] = rule(choices=REGISTERS + ("reasoning",), doc="registers of the dev target")
+    dev_registers: list[str] = rule(choices=REGISTERS + ("reasoning",), nonempty=True, doc="registers of the dev target")
     register_weights: dict[str, float] = rule(
         keys=REGISTERS + ("reasoning",), min=0.0, doc="share of clean pool documents per register (a web crawl is not shaped like the target)")
-    external_pool: str = rule(doc="JSONL/Parquet file or directory replacing the generated pool; '' = generate")
-    external_dev: str = rule(doc="JSONL/Parquet dev file with id, text, register; '' = generate")
+    external_pool: str = rule(doc="JSONL/Parquet file or directory replacing the generated pool (a dep of the "
+                                  "stage); configs/external/none = generate")
+    external_dev: str = rule(doc="JSONL/Parquet dev file with id, text, register (a dep of the stage); "
+                                 "configs/external/none = generate")
 
 
 def _safety(group: str, d: Draw) -> int:

@@ -28,12 +28,16 @@ class BaseModelParams:
     """Where the base model comes from and how many questions score it."""
     source: str = rule(choices=("pretrain", "path"), doc="pretrain: the pretrain@curated model; path: `path`")
     nll_items: int = rule(min=1, doc="held-out eval questions used for the gold-trace NLL")
-    path: str = rule(doc="local Hugging Face model directory when source is path")
+    path: str = rule(doc="local Hugging Face model directory when source is path (a dep of the stage); "
+                         "configs/external/none = none")
     threads: int = rule(min=1, doc="torch CPU threads")
 
 
 def base_source(p: BaseModelParams, pretrained: str | Path) -> Path:
     """The model directory the params select; a missing one is a PipelineError naming the key."""
+    if p.source == "path" and not p.path:
+        raise PipelineError("params.yaml: base_model.path names no model (source: path); set it to a local "
+                            "Hugging Face model directory or use source: pretrain")
     source = Path(pretrained if p.source == "pretrain" else p.path)
     if not (source / "config.json").is_file():
         raise PipelineError(f"{source}: model directory not found (base_model.source={p.source}); "

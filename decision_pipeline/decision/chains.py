@@ -19,11 +19,13 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_random
+from decision_pipeline.common.io import iter_jsonl
 from decision_pipeline.common.log import progress
 from decision_pipeline.common.params import rule
 from decision_pipeline.decision.parsing import parse_answer
@@ -290,6 +292,25 @@ def selection_metrics(questions: Sequence[dict], judged: Sequence[dict], kept: S
     }
 
 
+CHAIN_KEYS = ("id", "question_id", "source", "sample", "text", "finish_reason", "n_tokens")
+
+
+def read_chain_log(path: str | Path) -> list[dict]:
+    """generate's chains.jsonl, each record complete and its id unique: a hand-edited or merged log
+    must fail on the line at fault, not as a KeyError or a silently double-counted chain."""
+    records, seen = [], {}
+    for lineno, row in iter_jsonl(path):
+        missing = next((k for k in CHAIN_KEYS if k not in row), None)
+        if missing:
+            raise PipelineError(f"{path}:{lineno}: chain record lacks '{missing}'; rerun generate or remove the line")
+        if row["id"] in seen:
+            raise PipelineError(f"{path}:{lineno}: chain id {row['id']!r} repeats line {seen[row['id']]}; "
+                                "remove the duplicate")
+        seen[row["id"]] = lineno
+        records.append(row)
+    return records
+
+
 def ensure_nonempty(kept: Sequence[dict], drop_counts: Mapping[str, int]) -> None:
     """Raise a one-line PipelineError naming the filter that removed the most chains
     when nothing was kept, so an empty SFT set fails here rather than in training."""
@@ -298,7 +319,7 @@ def ensure_nonempty(kept: Sequence[dict], drop_counts: Mapping[str, int]) -> Non
     total = sum(drop_counts.values())
     losses = {r: n for r, n in drop_counts.items() if r != "ok" and n > 0}
     if not losses:
-        raise PipelineError("select_chains: no chain was generated; check the generate_chains stage output")
+        raise PipelineError("select_chains: no chain was generated; check the generate stage's output")
     order = [*DROP_REASONS, "incorrect"]
     worst = max(losses, key=lambda r: (losses[r], -order.index(r) if r in order else -len(order)))
     fix = _FIX.get(worst, "check the generator")

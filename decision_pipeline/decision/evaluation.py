@@ -59,11 +59,13 @@ def routing_at_30(curve: list[dict]) -> dict:
 
 
 def evaluate_records(records: Sequence[dict], questions: Sequence[dict], temps: dict, p: EvaluateParams,
-                     seed: int, baseline: tuple[str, Sequence[dict], dict] | None = None) -> tuple[dict, dict]:
+                     seed: int, baseline: tuple[str, Sequence[dict], dict] | None = None,
+                     model_name: str = "model") -> tuple[dict, dict]:
     """Metrics of one model's records and the plot data behind them.
 
     `baseline` is (name, records, temperatures) of the model to compare with
-    (paired bootstrap on the same questions) or None. Returns (metrics, plot data).
+    (paired bootstrap on the same questions) or None; with one, `<model_name>_gate`
+    says whether the model kept what it must against it. Returns (metrics, plot data).
     """
     table = records_to_table(records, questions, temps)
     raw = records_to_table(records, questions, {})
@@ -81,8 +83,10 @@ def evaluate_records(records: Sequence[dict], questions: Sequence[dict], temps: 
                "cis": dm.headline_cis(table, p.bootstrap, seed)}
     if baseline is not None:
         name, base_records, base_temps = baseline
-        metrics[f"vs_{name}"] = dm.vs_baseline(table, records_to_table(base_records, questions, base_temps),
-                                               p.bootstrap, seed)
+        base_table = records_to_table(base_records, questions, base_temps)
+        metrics[f"vs_{name}"] = dm.vs_baseline(table, base_table, p.bootstrap, seed)
+        metrics[f"{model_name}_gate"] = {"baseline": name, **dm.gate(metrics[f"vs_{name}"], base_table,
+                                                                     p.bootstrap, seed)}
     plots = {"routing": curve, "accuracy_grid": dm.accuracy_grid(table),
              "reliability": {"calibrated": dm.reliability(table, p.ece_bins), "T=1": dm.reliability(raw, p.ece_bins)}}
     return metrics, plots

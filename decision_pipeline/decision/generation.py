@@ -171,6 +171,15 @@ def teacher_accounting(records: Sequence[dict], questions_by_id: Mapping[str, di
             "stopped_by_cap": stopped_by_cap}
 
 
+def start_log(out: Path, fingerprint: str) -> None:
+    """Params or base model changed: the old chains are not resumable, so drop them and record the new run."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "chains.jsonl").unlink(missing_ok=True)
+    tmp = out / "fingerprint.tmp"
+    tmp.write_text(fingerprint + "\n")
+    tmp.replace(out / "fingerprint.txt")
+
+
 def generate_to_log(p: GenerateParams, seed: int, model, tok: PreTrainedTokenizerBase, model_dir: str,
                     questions: Sequence[dict], out_dir: str | Path, started: float) -> dict:
     """Fill `out_dir`/chains.jsonl (resuming a run of the same params and model) and return the metrics.
@@ -180,16 +189,14 @@ def generate_to_log(p: GenerateParams, seed: int, model, tok: PreTrainedTokenize
     deadline passed: the log is complete up to a chunk boundary and a rerun resumes.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     fp = log_fingerprint(p, seed, model_dir)
     fp_file, log_file = out / "fingerprint.txt", out / "chains.jsonl"
-    if not fp_file.exists() or fp_file.read_text().strip() != fp:
-        log_file.unlink(missing_ok=True)  # params or base model changed: old chains are not resumable
-        tmp = fp_file.with_suffix(".tmp")
-        tmp.write_text(fp + "\n")
-        tmp.replace(fp_file)
-    spent = teacher_spent(read_jsonl(log_file)) if log_file.is_file() else 0
+    stale = not fp_file.exists() or fp_file.read_text().strip() != fp
+    spent = teacher_spent(read_jsonl(log_file)) if log_file.is_file() and not stale else 0
+    # sources first: an unreachable teacher fails before anything in `out_dir` is touched
     sources = chain_sources(p, model, tok, model_dir, spent)
+    if stale:
+        start_log(out, fp)
     settings = SamplingSettings(max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
                                 n=p.k, seed=seed, stop_token_ids=(tok.eos_token_id,))
     deadline = started + 60 * p.deadline_minutes if p.deadline_minutes else None

@@ -11,17 +11,21 @@ from decision_pipeline.decision import families
 from decision_pipeline.decision.families import FAMILIES
 from decision_pipeline.decision.questions import load_external_questions, normalised_key, to_row, validate_question
 
-SPLITS = ("pool", "dev", "eval", "calibration")
+# pool: SFT (and the tokenizer); rl: fresh questions only RL sees; dev / eval / calibration: held out
+SPLITS = ("pool", "rl", "dev", "eval", "calibration")
 
 
 @dataclass
 class ItemsParams:
     """`families` × `levels` × `per_cell` built-in questions, plus an optional external file."""
-    families: list[str] = rule(choices=tuple(FAMILIES), doc="question families to generate")
-    levels: list[int] = rule(min=0, max=4, doc="difficulty levels to generate for every family")
+    families: list[str] = rule(choices=tuple(FAMILIES), nonempty=True, doc="question families to generate")
+    levels: list[int] = rule(min=0, max=4, nonempty=True, doc="difficulty levels to generate for every family")
     per_cell: int = rule(min=1, doc="questions per (family, level) cell")
-    splits: dict[str, float] = rule(keys=("pool", "dev", "eval", "calibration"), min=0.0, max=1.0, doc="fraction per split (pool, dev, eval, calibration); sums to 1")
-    external: str = rule(doc="JSONL/Parquet question file split like the rest; '' = none")
+    splits: dict[str, float] = rule(keys=SPLITS, min=0.0, max=1.0,
+                                    doc="fraction per split (pool, rl, dev, eval, calibration), taken in the order "
+                                        "written; sums to 1. `rl` holds fresh questions only RL trains on")
+    external: str = rule(doc="JSONL/Parquet question file split like the rest (a dep of the stage); "
+                             "configs/external/none = none")
 
     def __post_init__(self) -> None:
         if set(self.splits) != set(SPLITS) or abs(sum(self.splits.values()) - 1) > 1e-9:
@@ -64,15 +68,22 @@ def duplicate_report(questions: list[dict], splits: dict[str, str]) -> dict:
             "unique_questions": len(counts)}
 
 
-def build_items(p: ItemsParams, seed: int) -> tuple[list[dict], dict]:
-    """The stage's table rows (sorted by id) and its metrics; duplicate ids are an error."""
-    questions = build_questions(p.families, p.levels, p.per_cell, seed)
-    if p.external:
-        questions += load_external_questions(p.external)
+def check_unique_ids(questions: list[dict], external: str) -> None:
+    """Ids key every downstream record (chains, evaluations), so a repeat is an error naming where it is."""
     ids = Counter(q["id"] for q in questions)
     dup_ids = [i for i, c in ids.items() if c > 1]
     if dup_ids:
-        raise PipelineError(f"items: question id {dup_ids[0]!r} occurs more than once; ids must be unique")
+        where = external or "items"
+        raise PipelineError(f"{where}: question id {dup_ids[0]!r} occurs more than once (the built-in ids are "
+                            "family-Lk-NNNNN); ids must be unique")
+
+
+def build_items(p: ItemsParams, seed: int) -> tuple[list[dict], dict]:
+    """The stage's table rows (sorted by id) and its metrics; duplicate ids are an error."""
+    questions = build_questions(p.families, p.levels, p.per_cell, seed)
+    external = load_external_questions(p.external) if p.external else []
+    check_unique_ids(questions + external, p.external)
+    questions += external
     splits = assign_splits(questions, dict(p.splits))
     rows = sorted((to_row(q, splits[q["id"]]) for q in questions), key=lambda r: r["id"])
     per_split = Counter(splits.values())

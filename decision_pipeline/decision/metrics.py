@@ -254,10 +254,19 @@ def vs_baseline(table_model: Table, table_base: Table, n_resamples: int = 2000, 
     """
     idx = _align(table_model, table_base)
     out: dict[str, Any] = {"n": int(idx.size)}
-    for key, col in (("readout_accuracy", "readout_correct"), ("thinking_accuracy", "thinking_correct")):
+    for key, col in (("readout_accuracy", "readout_correct"), ("thinking_accuracy", "thinking_correct"),
+                     ("post_chain_accuracy", "post_correct"), ("unfinished_rate", "unfinished"),
+                     ("mean_chain_tokens", "chain_tokens")):
         d, lo, hi = stats.paired_bootstrap_diff(table_model[col].astype(float), table_base[col][idx].astype(float),
                                                 n_resamples=n_resamples, seed=seed)
-        out[key] = {"diff": _r(d), "ci_low": _r(lo), "ci_high": _r(hi)}
+        out[key] = {"diff": _r(d), "ci_low": _r(lo), "ci_high": _r(hi), "model": _r(np.mean(table_model[col])),
+                    "baseline": _r(np.mean(table_base[col][idx]))}
+    out["median_chain_tokens"] = {"model": _r(np.median(table_model["chain_tokens"])),
+                                  "baseline": _r(np.median(table_base["chain_tokens"][idx]))}
+    # the paired table behind each accuracy difference: items only one of the two got right
+    out["paired_counts"] = {key: {"model_only": int((table_model[col] & ~table_base[col][idx]).sum()),
+                                  "baseline_only": int((~table_model[col] & table_base[col][idx]).sum())}
+                            for key, col in (("readout", "readout_correct"), ("thinking", "thinking_correct"))}
     # where a gain comes from: the readout difference per question family, each with its own paired CI
     families = table_model["family"]
     out["by_family"] = {}
@@ -300,3 +309,17 @@ def ece_change(calibrated: Table, raw: Table, n_bins: int = 10, n_resamples: int
     low, high = np.percentile(diffs, [2.5, 97.5])
     diff = stats.ece(cal_conf, corr, n_bins) - stats.ece(raw_conf, corr, n_bins)
     return {"diff": _r(diff), "ci_low": _r(low), "ci_high": _r(high)}
+
+
+def gate(comparison: dict, table_base: Table, n_resamples: int = 1000, seed: int = 0) -> dict:
+    """Did a later training stage keep what it must? Unfinished/loop rate fell, the readout stayed
+    inside the baseline's 95% CI, thinking did not get worse (its paired CI reaches zero or above)."""
+    low, high = stats.bootstrap_ci(table_base["readout_correct"].astype(float), n_resamples=n_resamples, seed=seed)[1:]
+    readout = comparison["readout_accuracy"]["model"]
+    unfinished, thinking = comparison["unfinished_rate"], comparison["thinking_accuracy"]
+    out = {"unfinished_fell": bool(unfinished["diff"] < 0), "unfinished_diff": unfinished["diff"],
+           "readout_inside_baseline_ci": bool(low <= readout <= high), "baseline_readout_ci": [_r(low), _r(high)],
+           "thinking_not_worse": bool(thinking["ci_high"] >= 0),
+           "thinking_gain_significant": bool(thinking["ci_low"] > 0)}
+    out["passed"] = out["unfinished_fell"] and out["readout_inside_baseline_ci"] and out["thinking_not_worse"]
+    return out

@@ -38,6 +38,7 @@ def validate_question(q: dict, where: str) -> dict:
         raise PipelineError(f"{where}: question {qid!r} task {task!r} is not one of {', '.join(TASKS)}")
     if not isinstance(options, list) or not 2 <= len(options) <= len(LABELS):
         raise PipelineError(f"{where}: question {qid!r} needs 2..{len(LABELS)} options")
+    _check_shape(q, where)
     ids = [str(o.get("id", "")) for o in options]
     if len(set(ids)) != len(ids) or "" in ids:
         raise PipelineError(f"{where}: question {qid!r} option ids must be unique and non-empty")
@@ -55,11 +56,38 @@ def validate_question(q: dict, where: str) -> dict:
     target = {i: float(target.get(i, 0.0)) for i in ids}
     if any(not (0.0 <= p <= 1.0) or math.isnan(p) for p in target.values()) or abs(sum(target.values()) - 1) > 1e-5:
         raise PipelineError(f"{where}: question {qid!r} target must be probabilities in [0,1] summing to 1")
-    return {"id": str(qid), "family": str(q.get("family", "external")), "level": int(q.get("level", 0)),
+    return {"id": str(qid), "family": str(q.get("family", "external")), "level": int(q.get("level") or 0),
             "task": task, "question": str(q["question"]),
             "options": [{"id": str(o["id"]), "text": str(o.get("text", o["id"])),
                          "value": None if o.get("value") is None else float(o["value"])} for o in options],
             "gold": str(q["gold"]), "target": target, "trace": str(q.get("trace") or "")}
+
+
+def _check_shape(q: dict, where: str) -> None:
+    """Options are objects and the level a whole number: an external file written by hand gets
+    `"options": ["a", "b"]` or `"level": "hard"` wrong, and that must name the line, not crash."""
+    qid = q["id"]
+    bad = next((i for i, o in enumerate(q["options"]) if not isinstance(o, dict)), None)
+    if bad is not None:
+        raise PipelineError(f"{where}: question {qid!r} option {bad + 1} is {type(q['options'][bad]).__name__}, "
+                            'not an object; write each option as {"id": ..., "text": ...}')
+    target = q.get("target")
+    if target and (not isinstance(target, dict) or
+                   any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in target.values())):
+        raise PipelineError(f"{where}: question {qid!r} target must map option ids to probabilities (numbers)")
+    level = q.get("level") or 0  # absent or null: level 0
+    if isinstance(level, bool) or not isinstance(level, int) or level < 0:
+        raise PipelineError(f"{where}: question {qid!r} level {level!r} is not a whole number >= 0")
+
+
+def _json_cell(text: object, where: str) -> object:
+    """A Parquet cell holding JSON (options_json, target_json); null reads as absent."""
+    if text is None:
+        return None
+    try:
+        return json.loads(str(text))
+    except json.JSONDecodeError as exc:
+        raise PipelineError(f"{where}: a *_json column is not valid JSON ({exc.msg}); re-export the file") from None
 
 
 def load_external_questions(path: str | Path) -> list[dict]:
@@ -69,10 +97,11 @@ def load_external_questions(path: str | Path) -> list[dict]:
         raise PipelineError(f"{path}: external question file not found; fix items.external in params.yaml")
     if path.suffix == ".parquet":
         rows = read_table(path)
-        for row in rows:
-            row["options"] = json.loads(row.pop("options_json")) if "options_json" in row else row.get("options")
+        for i, row in enumerate(rows):
+            where = f"{path}:row {i + 1}"
+            row["options"] = _json_cell(row.pop("options_json"), where) if "options_json" in row else row.get("options")
             if "target_json" in row:
-                row["target"] = json.loads(row.pop("target_json"))
+                row["target"] = _json_cell(row.pop("target_json"), where)
         return [validate_question(r, f"{path}:row {i + 1}") for i, r in enumerate(rows)]
     return [validate_question(row, f"{path}:{lineno}") for lineno, row in iter_jsonl(path)]
 
@@ -96,6 +125,16 @@ def load_items(path: str | Path, split: str | None = None) -> list[dict]:
     return [from_row(r) for r in rows if split is None or r["split"] == split]
 
 
+def load_split(path: str | Path, split: str) -> list[dict]:
+    """The questions of one split, which must hold some: an empty split would flow on as 0 items
+    (a tokenizer without questions, a metric over nothing) instead of failing here."""
+    questions = load_items(path, split=split)
+    if not questions:
+        raise PipelineError(f"{path}: no questions in split '{split}'; raise items.per_cell or "
+                            f"items.splits.{split}, or add families/levels")
+    return questions
+
+
 def normalised_key(q: dict) -> str:
     """Key for duplicate detection: normalised question text and the SET of option texts.
 
@@ -108,6 +147,15 @@ def normalised_key(q: dict) -> str:
 
 def gold_index(q: dict) -> int:
     return [o["id"] for o in q["options"]].index(q["gold"])
+
+
+def target_vector(q: dict) -> list[float]:
+    """The item's own target over its options in option order: soft where the item is soft
+    (count/score questions, external soft labels), one-hot at the gold option otherwise."""
+    target = q.get("target")
+    if not target:
+        return [float(o["id"] == q["gold"]) for o in q["options"]]
+    return [float(target.get(o["id"], 0.0)) for o in q["options"]]
 
 
 def user_message(q: dict) -> str:

@@ -24,21 +24,14 @@ from transformers import PreTrainedTokenizerBase
 from trl import SFTTrainer
 
 from decision_pipeline.decision.prompts import chat_prefix, encode, label_ids, readout_prefix
-from decision_pipeline.decision.questions import LABELS, gold_index
+from decision_pipeline.decision.questions import LABELS, gold_index, target_vector
 
 MAX_LABELS = len(LABELS)
 
 
 def gold_target(q: dict) -> np.ndarray:
-    """The item's own target over its options in option order: soft where the item is soft
-    (count/score questions, external soft labels), one-hot at the gold option otherwise."""
-    n = len(q["options"])
-    target = q.get("target")
-    if not target:
-        gold = np.zeros(n)
-        gold[gold_index(q)] = 1.0
-        return gold
-    return np.array([float(target.get(o["id"], 0.0)) for o in q["options"]])
+    """The item's own target as an array in option order (see `questions.target_vector`)."""
+    return np.array(target_vector(q))
 
 
 def is_soft(target: Sequence[float]) -> bool:

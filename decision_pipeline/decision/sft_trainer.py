@@ -21,7 +21,7 @@ from decision_pipeline.decision.sft_data import JointCollator, JointSFTTrainer
 class SFTParams:
     """params.yaml `sft`: the joint LoRA SFT run (chains + soft-target readout)."""
     lr_source: str = rule(choices=("sweep", "fixed"), doc="sweep = the choose_lr stage's pick; fixed = `lr`")
-    lr: float = rule(min=0.0, doc="learning rate when lr_source is fixed")
+    lr: float = rule(gt=0.0, doc="learning rate when lr_source is fixed")
     max_steps: int = rule(min=1, doc="optimizer steps")
     batch_size: int = rule(min=1, doc="examples per step")
     warmup_steps: int = rule(min=0, doc="linear warm-up steps before the cosine schedule")

@@ -8,6 +8,7 @@ makes saved and reloaded ids identical (a test checks it).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -87,14 +88,40 @@ def wrap_fast(tok: Tokenizer, model_max_length: int) -> PreTrainedTokenizerFast:
     return fast
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+
+
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     """Load a saved tokenizer directory; a missing one is a clear error."""
     path = Path(path)
     if not path.is_dir():
         raise PipelineError(f"{path}: tokenizer/model directory not found; run `dvc repro` or fix the path in params.yaml")
-    tok = AutoTokenizer.from_pretrained(str(path))
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise PipelineError(f"{path}: no tokenizer files ({', '.join(TOKENIZER_FILES)}); save the tokenizer "
+                            "with the model (transformers would silently build an empty one)")
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path))
+    except (OSError, ValueError) as exc:  # no tokenizer files, or unreadable ones
+        reason = " ".join(str(exc).split())[:160]
+        raise PipelineError(f"{path}: no usable tokenizer here ({reason}); save one with the model") from None
     tok.padding_side = "left"
+    check_fits_model(tok, path)
     return tok
+
+
+def check_fits_model(tok: PreTrainedTokenizerBase, path: Path) -> None:
+    """In a model directory, the tokenizer must not have more tokens than the model has embedding rows:
+    another model's tokenizer copied in would otherwise crash deep inside the first forward pass."""
+    config = path / "config.json"
+    if not config.is_file():
+        return  # a tokenizer-only directory (models/tokenizer)
+    try:
+        rows = json.loads(config.read_text(encoding="utf-8")).get("vocab_size")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        raise PipelineError(f"{config}: not valid JSON; re-save the model directory") from None
+    if isinstance(rows, int) and len(tok) > rows:
+        raise PipelineError(f"{path}: the tokenizer has {len(tok)} tokens but the model's vocab_size is {rows} "
+                            "(config.json); it belongs to another model: save the model's own tokenizer there")
 
 
 def render_chat(messages: list[dict], add_generation_prompt: bool = False) -> str:

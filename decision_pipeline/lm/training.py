@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, get_cosine_schedule_with_warmup
 
+from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_rng
 from decision_pipeline.common.log import info, progress
 from decision_pipeline.common.params import rule
@@ -33,13 +34,23 @@ class PretrainParams:
     model: TinyModelSpec = rule(doc="shape of the from-config Qwen2 model")
     seq_len: int = rule(min=16, doc="training and evaluation window in tokens")
     batch_size: int = rule(min=1, doc="windows per optimizer step")
-    lr: float = rule(min=0.0, doc="peak AdamW learning rate (cosine schedule)")
+    lr: float = rule(gt=0.0, doc="peak AdamW learning rate (cosine schedule)")
     warmup_steps: int = rule(min=0, doc="linear warmup steps (at most half the run)")
     epochs: int = rule(min=1, doc="passes over the packed budget")
     bf16: bool = rule(doc="bf16 autocast on CPU")
     threads: int = rule(min=1, doc="torch CPU threads")
     noise_selection: str = rule(doc="the selection whose re-orderings measure the noise floor")
     noise_reorderings: int = rule(min=0, doc="extra runs on re-ordered documents for the noise floor; 0 = none")
+
+
+def selected_texts(pool: Mapping[str, str], ids: Sequence[str], selection: str) -> list[str]:
+    """The pool texts a selection names; an id the pool lacks means the selection and the pool come
+    from different runs, so it is named instead of surfacing as a KeyError."""
+    missing = next((i for i in ids if i not in pool), None)
+    if missing is not None:
+        raise PipelineError(f"{selection}: document id {missing!r} is not in the pool; the selection and the pool "
+                            "are from different runs: rerun curate (dvc repro curate)")
+    return [pool[i] for i in ids]
 
 
 def pack_tokens(docs_ids: Sequence[Sequence[int]], eos_id: int, budget: int) -> np.ndarray:

@@ -243,6 +243,7 @@ def s1mb_scores(store: Store, out: Path) -> Path:
 
 # ------------------------------------------------- RL (guarded, issue 10)
 RL_PATTERNS = ("reward", "unfinished", "length", "tokens")
+RL_PREFERRED = ("reward", "unfinished_share", "mean_completion_tokens", "chain_accuracy")
 
 
 def rl_series(store: Store) -> list[tuple[str, str, str]]:
@@ -256,8 +257,11 @@ def rl_series(store: Store) -> list[tuple[str, str, str]]:
         x = next((c for c in ("step", "round") if c in rows[0]), None)
         if x is None:
             continue
-        found += [(rel, x, c) for c in sorted(rows[0]) if c != x and any(p in c for p in RL_PATTERNS)
-                  and isinstance(rows[0][c], (int, float)) and not isinstance(rows[0][c], bool)]
+        columns = [c for c in rows[0] if c != x and any(p in c for p in RL_PATTERNS + RL_PREFERRED)
+                   and isinstance(rows[0][c], (int, float)) and not isinstance(rows[0][c], bool)]
+        # the rl stage's headline curves first, then the rest by name
+        found += [(rel, x, c) for c in sorted(columns, key=lambda c: (RL_PREFERRED.index(c)
+                                                                     if c in RL_PREFERRED else len(RL_PREFERRED), c))]
     return found[:4]
 
 

@@ -210,3 +210,32 @@ def plot_loss_curves(series: Mapping[str, Sequence[dict]], path: str | os.PathLi
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="best")
     return _save(fig, path)
+
+
+# --------------------------------------------------------------------- RL
+RL_PANELS = (("reward", "mean total reward per chain", ("correctness_mean", "unfinished_mean", "length_mean")),
+             ("unfinished_share", "share of chains open at the token cap", ()),
+             ("mean_completion_tokens", "mean completion tokens", ()),
+             ("mixed_group_share", "share of groups with right and wrong chains", ("chain_accuracy",)))
+
+
+@_styled
+def plot_rl_rounds(rows: Sequence[dict], path: str | os.PathLike, title: str = "GRPO per round") -> Path:
+    """Four panels over RL rounds: total reward (with its parts), unfinished share, length, mixed groups."""
+    if not rows:
+        raise ValueError("rows is empty; nothing to plot")
+    fig, axes = _figure(11, 7, nrows=2, ncols=2)
+    steps = [r["step"] for r in rows]
+    for ax, (key, label, extra) in zip(axes.flat, RL_PANELS):
+        for color, name in zip(_colors(1 + len(extra)), (key, *extra)):
+            values = [np.nan if r.get(name) is None else r[name] for r in rows]
+            if not np.isfinite(np.asarray(values, dtype=float)).any():
+                continue
+            ax.plot(steps, values, "-o" if len(rows) < 30 else "-", color=color, lw=1.8 if name == key else 1.0,
+                    ms=3, label=name.replace("_", " "))
+        ax.set(title=label, xlabel="optimizer step at generation")
+        ax.grid(alpha=0.3)
+        if extra:
+            ax.legend(loc="best")
+    fig.suptitle(title)
+    return _save(fig, path)

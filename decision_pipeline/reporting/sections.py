@@ -168,13 +168,27 @@ def evaluation_figs(s: Store) -> list[Fig]:
 
 
 # ------------------------------------------------------------------ S1MB
+S1 = "metrics/s1mb/{}.json"
+
+
 def s1mb_text(s: Store) -> list[str]:
-    models = D.models_in(s, "metrics/s1mb/{}.json")
+    """Readout-only and routed Task Avg per model, both from the calibrated readout of one s1mb run."""
+    models = D.models_in(s, S1)
     data = "metrics/s1mb_data.json"
-    return ["Task Avg " + ", ".join(f"{m} {s.number(f'metrics/s1mb/{m}.json', 'task_avg'):.3f}" for m in models)
+    return ["S1MB Task Avg, calibrated readout only / lowest-margin share routed to thinking: " + ", ".join(
+                f"{m} {s.number(S1.format(m), 'task_avg'):.3f} / {s.number(S1.format(m), 'task_avg_routed'):.3f} "
+                f"({s.number(S1.format(m), 'route_fraction'):.0%} routed)" for m in models)
             + " (point estimates: no CI is recorded for S1MB scores, so no difference between models is claimed).",
             f"S1MB category {s.raw(data, 'category')}: {N.fmt(s.number(data, 'n_benchmarks'), 'int')} benchmarks, "
             f"{N.fmt(s.number(data, 'n_judgments'), 'int')} judgments (source: {s.raw(data, 'source')})."]
+
+
+def _s1mb_headlines() -> tuple[Headline, ...]:
+    """Readout-only and routed Task Avg of base and SFT (the routed share is each file's route_fraction)."""
+    return tuple(h for m, label in (("base", "base"), ("sft", "SFT")) for h in (
+        Headline(f"{m}_s1mb_task_avg", f"{label} S1MB Task Avg", S1.format(m), "task_avg"),
+        Headline(f"{m}_s1mb_task_avg_routed", f"{label} S1MB Task Avg, lowest-margin share routed to thinking",
+                 S1.format(m), "task_avg_routed")))
 
 
 # ------------------------------------------- optional: RL (issue 10)
@@ -192,10 +206,14 @@ def rl_text(s: Store) -> list[str]:
 
 
 def rl_figs(s: Store) -> list[Fig]:
-    built = [Fig("rl_rounds", "RL per round from its plot data (reward, unfinished share, length columns of "
-                 "plots/rl/*.json).", D.rl_rounds)] if D.rl_series(s) else []
-    return built + [Fig(f"rl_{i}", f"RL: {p} (drawn by the RL stage).", image=p)
-                    for i, p in enumerate(s.glob("plots/rl/**/*.png"))]
+    """The RL stage's own figures; only when it drew none, one built from its per-round plot data."""
+    drawn = [Fig(f"rl_{i}", f"RL: {p} (drawn by the RL stage from its rollout log: total reward and its parts, "
+                 "share of chains open at the cap, completion length, groups with mixed right/wrong chains).",
+                 image=p) for i, p in enumerate(s.glob("plots/rl/**/*.png"))]
+    if drawn or not D.rl_series(s):
+        return drawn
+    return [Fig("rl_rounds", "RL per round from its plot data (reward, unfinished share, length columns of "
+                "plots/rl/*.json).", D.rl_rounds)]
 
 
 # ------------------------- optional: annotation-model selection (issue 11)
@@ -281,8 +299,7 @@ SECTIONS: tuple[Section, ...] = (
             rl_figs, key_sentences=2),
     Section("s1mb", "S1MB scores", ("metrics/s1mb_data.json", "metrics/s1mb/*.json"),
             ("metrics/s1mb_data.json", "metrics/s1mb/*.json"), s1mb_text,
-            tuple(Headline(f"{m}_s1mb_task_avg", f"{label} S1MB Task Avg", f"metrics/s1mb/{m}.json", "task_avg")
-                  for m, label in (("base", "base"), ("sft", "SFT"))),
+            _s1mb_headlines(),
             lambda s: [Fig("s1mb_scores", "S1MB task scores and Task Avg per model (metrics/s1mb/*.json); no CIs "
                            "are recorded.", D.s1mb_scores)]),
     Section("charter", "Annotation-model selection", CHARTER_METRICS, CHARTER_METRICS + CHARTER_PLOTS,

@@ -1,4 +1,4 @@
-"""The S1MB adapter: question mapping, valid distributions, chunked readout, routed thinking."""
+"""The S1MB adapter: question mapping, calibrated temperatures, valid distributions, chunked readout, routing."""
 from __future__ import annotations
 
 import json
@@ -10,17 +10,19 @@ from s1mb_helpers import criterion, dataset_row, decision_row, definition, mixed
 
 from decision_pipeline.bench import adapter
 from decision_pipeline.bench.adapter import (
-    S1mbParams, TaskTemperatures, chunk_bounds, compose_chunks, predict_cases, readout_distributions, select_routed,
-    thinking_distribution, to_pipeline_question,
+    S1mbParams, chunk_bounds, compose_chunks, load_readout_temperatures, predict_cases, readout_distributions,
+    select_routed, thinking_distribution, to_pipeline_question,
 )
 from decision_pipeline.bench.s1mb import case_from_row, check_probabilities, score_benchmark
+from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.lm.readout import softmax
 
+T1 = {"noul": 1.0, "choice": 1.0, "score": 1.0}
 
-def s1mb_params(temperature: float = 1.0, **overrides) -> S1mbParams:
+
+def s1mb_params(**overrides) -> S1mbParams:
     """The ``s1mb`` section as the stage loads it (every key given: the params carry no code defaults)."""
-    values = dict(batch_size=32, temperatures=TaskTemperatures(temperature, temperature, temperature),
-                  route_fraction=0.0, route_eps=0.01, max_new_tokens=96, cohort_dir="", threads=1)
+    values = dict(batch_size=32, route_fraction=0.0, route_eps=0.01, max_new_tokens=96, cohort_dir="", threads=1)
     return S1mbParams(**{**values, **overrides})
 
 
@@ -129,14 +131,14 @@ def test_noul_probabilities_are_keyed_by_option_id_not_position():
     ]
     cases = [case_from_row(r) for r in rows]
     prefers_yes = text_reader(lambda t: 3.0 if t == "yes" else 0.0)
-    preds, _ = predict_cases(cases, prefers_yes, s1mb_params(), seed=0)
+    preds = predict_cases(cases, prefers_yes, s1mb_params(), seed=0, temperatures=T1).readout
     p_yes = softmax(np.array([3.0, 0.0]))[0]
     for pred in preds:
         assert pred.probabilities["true"] == pytest.approx(p_yes)
         assert pred.probabilities["false"] == pytest.approx(1 - p_yes)
     # a reader that always prefers label A gives p(true) high only where 'true' is authored first
     prefers_a = lambda qs: [softmax(np.array([2.0] + [0.0] * (len(q["options"]) - 1))) for q in qs]  # noqa: E731
-    preds, _ = predict_cases(cases, prefers_a, s1mb_params(), seed=0)
+    preds = predict_cases(cases, prefers_a, s1mb_params(), seed=0, temperatures=T1).readout
     assert preds[0].probabilities["true"] < 0.5 < preds[1].probabilities["true"]
 
 
@@ -166,7 +168,8 @@ def test_distributions_are_valid_for_every_task_and_score(temperature):
     def read(qs):
         return [softmax(rng.normal(0, 3, size=len(q["options"])), temperature) for q in qs]
 
-    preds, settings = predict_cases(cases, read, s1mb_params(temperature), seed=0)
+    got = predict_cases(cases, read, s1mb_params(), seed=0, temperatures=dict.fromkeys(T1, temperature))
+    preds, settings = got.readout, got.settings
     assert len(preds) == 18
     for case in cases:
         for q in case.questions:
@@ -190,7 +193,7 @@ def test_model_reader_applies_the_per_task_temperature(tiny, questions):
     qs = [next(q for q in questions if q["task"] == t) for t in ("noul", "choice", "score")]
     logits = readout(model, tok, qs, batch_size=4)
     temps = {"noul": 0.5, "choice": 1.0, "score": 4.0}
-    got = adapter.model_reader(model, tok, TaskTemperatures(**temps), batch_size=4)(qs)
+    got = adapter.model_reader(model, tok, temps, batch_size=4)(qs)
     for q, lg, p in zip(qs, logits, got):
         np.testing.assert_allclose(p, softmax(lg, temps[q["task"]]), atol=1e-12)
         assert p.sum() == pytest.approx(1.0, abs=1e-12)
@@ -231,10 +234,86 @@ def test_routed_thinking_replaces_parsed_answers_and_keeps_the_rest(monkeypatch)
 
     monkeypatch.setattr("decision_pipeline.decision.answering.thinking", fake_thinking)
     config = s1mb_params(route_fraction=2 / 6, route_eps=0.1, max_new_tokens=7)
-    preds, settings = predict_cases(cases, read, config, seed=0, model=object(), tok=SimpleNamespace(eos_token_id=0))
+    got = predict_cases(cases, read, config, seed=0, temperatures=T1, model=object(),
+                        tok=SimpleNamespace(eos_token_id=0))
     assert seen == ["c0/relevant", "c1/relevant"]         # the two lowest-margin questions
-    by_id = {(p.case_id, p.question_id): p.probabilities for p in preds}
+    by_id = {(p.case_id, p.question_id): p.probabilities for p in got.routed}
     assert by_id[("c0", "relevant")] == pytest.approx({"false": 0.1, "true": 0.9})    # parsed B = true
     assert by_id[("c1", "relevant")] == pytest.approx({"false": 0.49, "true": 0.51})  # parse failed: readout kept
     assert by_id[("c0", "label")] == pytest.approx({"b": 0.9, "a": 0.1})               # not routed
-    assert settings["routing"]["routed"] == 2 and settings["routing"]["parsed"] == 1
+    assert got.routed_settings["routing"]["routed"] == 2 and got.routed_settings["routing"]["parsed"] == 1
+    # the readout-only variant of the same run is the plain readout everywhere; only the parsed question differs
+    plain = {"label": {"b": 0.9, "a": 0.1}, "relevant": {"false": 0.49, "true": 0.51},
+             "quality": {"lo": 0.95, "hi": 0.05}}
+    assert all(p.probabilities == pytest.approx(plain[p.question_id]) for p in got.readout)
+    differ = [(r.case_id, r.question_id) for r, o in zip(got.routed, got.readout) if r.probabilities != o.probabilities]
+    assert differ == [("c0", "relevant")]
+    assert got.settings["routing"] == {"method": "none", "fraction": 0.0}
+    assert {k: v for k, v in got.routed_settings.items() if k != "routing"} == {
+        k: v for k, v in got.settings.items() if k != "routing"}
+
+
+def test_route_fraction_zero_gives_identical_variants_without_thinking():
+    cases = [case_from_row(mixed_row(f"c{i}")) for i in range(3)]
+    rng = np.random.default_rng(4)
+    read = lambda qs: [softmax(rng.normal(0, 2, size=len(q["options"]))) for q in qs]  # noqa: E731
+    got = predict_cases(cases, read, s1mb_params(route_fraction=0.0), seed=0, temperatures=T1)  # no model needed
+    assert [p.probabilities for p in got.routed] == [p.probabilities for p in got.readout]
+    assert got.routed_settings == got.settings and got.routing_seconds >= 0
+    with pytest.raises(ValueError, match="model and tokenizer"):
+        predict_cases(cases, read, s1mb_params(route_fraction=0.5), seed=0, temperatures=T1)
+
+
+# ---------------------------------------------------------------- calibrated temperatures
+
+def write_temps(tmp_path, readout, post_chain=None):
+    path = tmp_path / "temperatures.json"
+    path.write_text(json.dumps({"readout": readout, "post_chain": post_chain or {}}))
+    return path
+
+
+def test_temperatures_file_is_applied_per_task_and_missing_tasks_read_as_one(tmp_path):
+    temps = load_readout_temperatures(write_temps(tmp_path, {"choice": 2.5, "score": 0.5}, {"noul": 9.0}))
+    assert temps == {"noul": 1.0, "choice": 2.5, "score": 0.5}          # post_chain is not the readout's
+    logits = {"choice": [1.0, -0.5], "noul": [0.3, 0.8], "score": [2.0, 0.0]}
+    read = lambda qs: [softmax(np.array(logits[q["task"]]), temps[q["task"]]) for q in qs]  # noqa: E731
+    cases = [case_from_row(mixed_row("c0"))]
+    got = predict_cases(cases, read, s1mb_params(), seed=0, temperatures=temps)
+    by_q = {p.question_id: list(p.probabilities.values()) for p in got.readout}
+    for qid, task in (("label", "choice"), ("relevant", "noul"), ("quality", "score")):
+        np.testing.assert_allclose(by_q[qid], softmax(np.array(logits[task]), temps[task]), atol=1e-12)
+    assert by_q["label"] != pytest.approx(list(softmax(np.array(logits["choice"]), 1.0)))  # T really applied
+    assert got.settings["temperatures"] == temps
+    # a calibrated score temperature changes the S1MB score metric (expectation over values); T = 1 differs
+    plain = predict_cases(cases, lambda qs: [softmax(np.array(logits[q["task"]])) for q in qs], s1mb_params(),
+                          seed=0, temperatures=T1)
+    score_def = definition("s-score-test-v1", "score", 1, 1)
+    mine = [p for p in got.readout if p.question_id == "quality"]
+    base = [p for p in plain.readout if p.question_id == "quality"]
+    assert (score_benchmark(score_def, cases, mine)["normalized_expected_score_mae"]
+            != pytest.approx(score_benchmark(score_def, cases, base)["normalized_expected_score_mae"]))
+    assert load_readout_temperatures(write_temps(tmp_path, {})) == T1
+
+
+@pytest.mark.parametrize("content, problem", [
+    (None, "file not found"),
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "'readout' object"),
+    ('{"post_chain": {}}', "'readout' object"),
+    ('{"readout": [1.5]}', "'readout' object"),
+    ('{"readout": {"chioce": 1.5}}', "readout.chioce: unknown task"),
+    ('{"readout": {"score": 0}}', "readout.score: temperature must be a finite number > 0"),
+    ('{"readout": {"score": -2.0}}', "readout.score: temperature must be"),
+    ('{"readout": {"noul": "2.0"}}', "readout.noul: temperature must be"),
+    ('{"readout": {"noul": true}}', "readout.noul: temperature must be"),
+    ('{"readout": {"noul": NaN}}', "readout.noul: temperature must be"),
+])
+def test_bad_temperatures_file_is_one_line_error_naming_the_file(tmp_path, content, problem):
+    path = tmp_path / "calibrate" / "temperatures.json"
+    if content is not None:
+        path.parent.mkdir()
+        path.write_text(content)
+    with pytest.raises(PipelineError) as err:
+        load_readout_temperatures(path)
+    message = str(err.value)
+    assert message.startswith(str(path)) and problem in message and "\n" not in message

@@ -1,4 +1,4 @@
-"""The synthetic S1MB set, the `s1mb_data` and `s1mb@{model}` stages, and Borda against a cohort."""
+"""The synthetic S1MB set, the `s1mb_data` and `s1mb@{model}` stages (calibrated, routed), and Borda vs a cohort."""
 from __future__ import annotations
 
 import json
@@ -25,16 +25,36 @@ FAMILY_BENCHMARKS = ["category-choice-test-v1", "count-score-test-v1", "keyword-
                      "larger-choice-test-v1", "larger-many-choice-test-v1"]
 
 
-def params(tmp: Path, cohort_dir: str = "", **data) -> Path:
+def params(tmp: Path, cohort_dir: str = "", route_fraction: float = 0.0, **data) -> Path:
     doc = {"base": {"seed": 7, "profile": "default"},
            "s1mb_data": {"source": "synthetic", "category": "synthetic-v1", "local_dir": "", "revision": "",
                          "max_cases": 15, "many_options": 12, **data},
-           "s1mb": {"batch_size": 16, "temperatures": {"noul": 1.0, "choice": 1.0, "score": 1.5},
-                    "route_fraction": 0.0, "route_eps": 0.01, "max_new_tokens": 8, "cohort_dir": cohort_dir,
-                    "threads": 1}}
+           "s1mb": {"batch_size": 16, "route_fraction": route_fraction, "route_eps": 0.01, "max_new_tokens": 8,
+                    "cohort_dir": cohort_dir, "threads": 1}}
     path = tmp / f"params-{len(list(tmp.glob('params-*')))}.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
+
+
+#: calibrate's output for the tiny model: noul and score fitted, choice kept at 1 (absent = T 1)
+CALIBRATED = {"readout": {"noul": 2.0, "score": 1.5}, "post_chain": {"choice": 3.0}}
+
+
+def temps_file(tmp: Path, doc: dict | str, name: str = "temperatures.json") -> Path:
+    """A calibrate-style temperatures.json (or any text, to test the checks)."""
+    path = tmp / "calibrate" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
+
+
+def run_stage(tmp: Path, bench: Path, model_dir: str, out: str, temps: Path, **kw) -> dict:
+    """One `s1mb@tiny` run; its model folders and metrics."""
+    from stages import s1mb
+    rc = s1mb.main(["tiny", "--params", str(params(tmp, **kw)), "--data", str(bench), "--model-dir", model_dir,
+                    "--temps", str(temps), "--out", str(tmp / out), "--metrics", str(tmp / f"{out}.json")])
+    assert rc == 0
+    return {"out": tmp / out, "metrics": json.loads((tmp / f"{out}.json").read_text())}
 
 
 @pytest.fixture(scope="module")
@@ -51,13 +71,24 @@ def bench(tmp_path_factory, questions) -> Path:
 
 @pytest.fixture(scope="module")
 def run(bench, tiny_dir) -> dict:
-    """One `s1mb@tiny` run on the tiny fixture model."""
-    from stages import s1mb
+    """One `s1mb@tiny` run on the tiny fixture model with calibrated temperatures, nothing routed."""
     tmp = bench.parent
-    rc = s1mb.main(["tiny", "--params", str(params(tmp)), "--data", str(bench), "--model-dir", tiny_dir,
-                    "--out", str(tmp / "tiny"), "--metrics", str(tmp / "tiny.json")])
-    assert rc == 0
-    return {"out": tmp / "tiny", "metrics": json.loads((tmp / "tiny.json").read_text())}
+    return run_stage(tmp, bench, tiny_dir, "tiny", temps_file(tmp, CALIBRATED))
+
+
+@pytest.fixture(scope="module")
+def routed_run(bench, tiny_dir) -> dict:
+    """The same model at T = 1 everywhere (calibrate kept no temperature) with half its questions routed."""
+    tmp = bench.parent
+    return run_stage(tmp, bench, tiny_dir, "tiny-routed-run", temps_file(tmp, {"readout": {}, "post_chain": {}},
+                                                                        "t1.json"), route_fraction=0.5)
+
+
+def predictions(folder_root: Path, model_id: str) -> dict[str, dict]:
+    """{benchmark: {(case, question): probabilities}} of one written model folder."""
+    folder = load_model_folder(folder_root / model_id)
+    return {bid: {(p["case_id"], p["question_id"]): p["probabilities"] for p in r["predictions"]}
+            for bid, r in folder.results.items()}
 
 
 # ---------------------------------------------------------------- synthetic set
@@ -121,7 +152,7 @@ def test_many_option_benchmark_extends_larger_deterministically(bench, questions
 def test_stage_writes_verifiable_results_and_metrics(run, bench):
     definitions = load_benchmarks(bench / "benchmarks")
     folders = load_results_dir(run["out"])
-    assert list(folders) == ["pipeline__tiny"]
+    assert sorted(folders) == ["pipeline__tiny", "pipeline__tiny-routed"]
     folder = load_model_folder(run["out"] / "pipeline__tiny")
     assert sorted(folder.results) == FAMILY_BENCHMARKS
     for bid, result in folder.results.items():
@@ -129,18 +160,129 @@ def test_stage_writes_verifiable_results_and_metrics(run, bench):
         assert result["status"] == "complete" and result["provenance"] == "measured"
         assert result["environment"]["dataset_source"]["revision"] == read_json(bench / "index.json")[
             "dataset_source"]["revision"]
-        assert result["model"]["settings"]["temperatures"]["score"] == 1.5
+        assert result["model"]["settings"]["temperatures"] == {"noul": 2.0, "choice": 1.0, "score": 1.5}
     many = folder.results["larger-many-choice-test-v1"]["model"]["settings"]["many_options"]
     assert many["chunked_questions"] == definitions["larger-many-choice-test-v1"].decision_count
     assert many["max_chunks"] == 2 and many["chunk_size"] == 8
     m = run["metrics"]
-    assert {"task_avg", "task_scores", "n_benchmarks", "n_judgments"} <= set(m)
-    assert set(m["task_scores"]) == {"noul", "choice", "score"}
-    assert all(v is None or 0.0 <= v <= 1.0 for v in m["task_scores"].values())
+    assert {"task_avg", "task_scores", "task_avg_routed", "task_scores_routed", "route_fraction", "temperatures",
+            "routed_questions", "routed_parsed", "n_benchmarks", "n_judgments"} <= set(m)
+    assert m["temperatures"] == {"noul": 2.0, "choice": 1.0, "score": 1.5}
+    for key in ("task_scores", "task_scores_routed"):
+        assert set(m[key]) == {"noul", "choice", "score"}
+        assert all(v is None or 0.0 <= v <= 1.0 for v in m[key].values())
     assert m["task_avg"] == pytest.approx(sum(m["task_scores"].values()) / 3)
     assert m["n_benchmarks"] == 5
     assert m["n_judgments"] == sum(definitions[b].decision_count for b in FAMILY_BENCHMARKS)
     assert "borda" not in m  # no cohort configured
+
+
+def test_route_fraction_zero_gives_routed_scores_equal_to_readout(run):
+    m = run["metrics"]
+    assert m["route_fraction"] == 0.0 and m["routed_questions"] == 0 == m["routed_parsed"]
+    assert m["task_avg_routed"] == m["task_avg"] and m["task_scores_routed"] == m["task_scores"]
+    assert predictions(run["out"], "pipeline__tiny-routed") == predictions(run["out"], "pipeline__tiny")
+
+
+def test_calibrated_temperatures_change_the_scores_of_their_tasks_only(run, routed_run):
+    """noul/score were calibrated (T 2.0, 1.5), choice not: only noul and score answers and metrics move."""
+    calibrated, plain = predictions(run["out"], "pipeline__tiny"), predictions(routed_run["out"], "pipeline__tiny")
+    for bid in FAMILY_BENCHMARKS:
+        if "-choice-" in bid:
+            assert calibrated[bid] == plain[bid], bid
+        else:
+            assert all(calibrated[bid][k] != pytest.approx(plain[bid][k]) for k in plain[bid]), bid
+    cal_results = load_model_folder(run["out"] / "pipeline__tiny").results
+    plain_results = load_model_folder(routed_run["out"] / "pipeline__tiny").results
+    for bid, key in (("keyword-noul-test-v1", "binary_brier"),
+                     ("count-score-test-v1", "normalized_expected_score_mae")):
+        assert cal_results[bid]["metrics"][key] != pytest.approx(plain_results[bid]["metrics"][key]), bid
+    assert plain_results["count-score-test-v1"]["model"]["settings"]["temperatures"] == {
+        "noul": 1.0, "choice": 1.0, "score": 1.0}
+
+
+def test_routing_reanswers_only_routed_questions_of_the_same_readout(routed_run, bench):
+    m, out = routed_run["metrics"], routed_run["out"]
+    definitions = load_benchmarks(bench / "benchmarks")
+    eligible = {b: 0 if b == "larger-many-choice-test-v1" else definitions[b].decision_count for b in FAMILY_BENCHMARKS}
+    assert m["route_fraction"] == 0.5
+    assert m["routed_questions"] == sum(int(n * 0.5 + 0.5) for n in eligible.values()) > 0  # chunked: never routed
+    readout, routed = predictions(out, "pipeline__tiny"), predictions(out, "pipeline__tiny-routed")
+    changed = sum(readout[b][k] != routed[b][k] for b in readout for k in readout[b])
+    assert changed == m["routed_parsed"] <= m["routed_questions"]      # every other answer is the readout's
+    results = load_model_folder(out / "pipeline__tiny-routed").results
+    for bid, result in results.items():
+        verify_result(result, load_cases(bench, definitions[bid]), definitions[bid])
+        routing = result["model"]["settings"]["routing"]
+        assert routing["method"] == "lowest-margin-thinking-v1" and routing["routed"] == int(eligible[bid] * 0.5 + 0.5)
+    if m["routed_parsed"] == 0:
+        assert m["task_avg_routed"] == m["task_avg"]
+    assert m["task_avg_routed"] == pytest.approx(sum(m["task_scores_routed"].values()) / 3)
+
+
+def informative(monkeypatch, sharpness: float, think: bool = False) -> None:
+    """Make the tiny model's readout lean towards the target (logits = sharpness * p_target) and, with
+    `think`, its thinking chains answer the gold option: S1MB scores above 0 that temperature and routing move."""
+    import numpy as np
+
+    def readout(model, tok, questions, batch_size=32):
+        return [np.array([sharpness * q.get("target", {}).get(o["id"], 0.0) for o in q["options"]]) for q in questions]
+
+    def thinking(backend, model, tok, questions, settings, batch_size=32):
+        return [{"thinking_pred": [o["id"] for o in q["options"]].index(q["gold"])} for q in questions]
+
+    monkeypatch.setattr("decision_pipeline.decision.answering.readout", readout)
+    if think:
+        monkeypatch.setattr("decision_pipeline.decision.answering.thinking", thinking)
+
+
+def test_calibrated_score_temperature_changes_the_task_scores(bench, tiny_dir, tmp_path, monkeypatch):
+    """T only moves scores through probabilities: score (expectation over values) moves; choice (argmax)
+    and noul (adjusted from balanced accuracy at p >= 0.5) cannot."""
+    informative(monkeypatch, sharpness=4.0)
+    plain = run_stage(tmp_path, bench, tiny_dir, "t1", temps_file(tmp_path, {"readout": {}}, "t1.json"))["metrics"]
+    calibrated = run_stage(tmp_path, bench, tiny_dir, "cal", temps_file(tmp_path, {"readout": {"score": 3.0}}))
+    m = calibrated["metrics"]
+    assert all(v > 0 for v in plain["task_scores"].values())                 # the scores are informative
+    assert m["task_scores"]["score"] != pytest.approx(plain["task_scores"]["score"], abs=1e-6)
+    assert m["task_scores"]["choice"] == plain["task_scores"]["choice"]
+    assert m["task_scores"]["noul"] == plain["task_scores"]["noul"]
+    assert m["task_avg"] != pytest.approx(plain["task_avg"], abs=1e-6)
+    assert m["task_avg_routed"] == m["task_avg"] and m["task_scores_routed"] == m["task_scores"]  # nothing routed
+
+
+def test_routed_scores_reuse_the_readout_and_reanswer_the_routed_questions(bench, tiny_dir, tmp_path, monkeypatch):
+    informative(monkeypatch, sharpness=1.0, think=True)
+    temps = temps_file(tmp_path, {"readout": {"score": 2.0}})
+    unrouted = run_stage(tmp_path, bench, tiny_dir, "r0", temps)["metrics"]
+    routed = run_stage(tmp_path, bench, tiny_dir, "r3", temps, route_fraction=0.3)
+    m = routed["metrics"]
+    assert m["routed_questions"] > 0 and m["routed_parsed"] == m["routed_questions"]
+    # the readout-only numbers of the routed run are those of a run without routing: one readout, reused
+    assert (m["task_avg"], m["task_scores"]) == (unrouted["task_avg"], unrouted["task_scores"])
+    assert m["task_avg_routed"] > m["task_avg"]                                # thinking answered the gold option
+    assert unrouted["task_avg_routed"] == unrouted["task_avg"]
+    readout = predictions(routed["out"], "pipeline__tiny")
+    assert readout == predictions(tmp_path / "r0", "pipeline__tiny")
+    routed_preds = predictions(routed["out"], "pipeline__tiny-routed")
+    assert sum(readout[b][k] != routed_preds[b][k] for b in readout for k in readout[b]) == m["routed_questions"]
+
+
+@pytest.mark.parametrize("doc, problem", [
+    (None, "file not found"),
+    ("{oops", "not valid JSON"),
+    ({"post_chain": {}}, "'readout' object"),
+    ({"readout": {"score": 0.0}}, "readout.score: temperature must be a finite number > 0"),
+])
+def test_missing_or_malformed_temperatures_is_one_error_line(bench, tmp_path, capsys, doc, problem):
+    from stages import s1mb
+    path = tmp_path / "calibrate" / "missing.json" if doc is None else temps_file(tmp_path, doc)
+    rc = s1mb.main(["tiny", "--params", str(params(tmp_path)), "--data", str(bench), "--model-dir",
+                    str(tmp_path / "no-model"), "--temps", str(path), "--out", str(tmp_path / "out"),
+                    "--metrics", str(tmp_path / "m.json")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.count("\n") == 0 and err.startswith(f"error: {path}") and problem in err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "m.json").exists()
 
 
 def fake_folder(root: Path, bench: Path, name: str, perfect: bool) -> None:
@@ -159,18 +301,15 @@ def fake_folder(root: Path, bench: Path, name: str, perfect: bool) -> None:
 
 
 def test_cohort_gives_borda_and_rank(run, bench, tiny_dir):
-    from stages import s1mb
     tmp = bench.parent
     cohort = tmp / "cohort"
     fake_folder(cohort, bench, "perfect", True)
     fake_folder(cohort, bench, "uniform", False)
-    rc = s1mb.main(["tiny", "--params", str(params(tmp, cohort_dir=str(cohort))), "--data", str(bench),
-                    "--model-dir", tiny_dir, "--out", str(tmp / "tiny2"), "--metrics", str(tmp / "tiny2.json")])
-    assert rc == 0
-    m = json.loads((tmp / "tiny2.json").read_text())
-    assert m["cohort_size"] == 3
+    m = run_stage(tmp, bench, tiny_dir, "tiny2", temps_file(tmp, CALIBRATED), cohort_dir=str(cohort))["metrics"]
+    assert m["cohort_size"] == 3  # each variant joins the cohort alone
     assert m["borda"] is not None and 0.0 <= m["borda"] < 1.0
     assert m["rank"] in (2, 3)  # the perfect model scores 1 everywhere and cannot be beaten
+    assert m["borda_routed"] == m["borda"] and m["rank_routed"] == m["rank"]  # nothing routed: same answers
     # the same number from the library directly, over the cohort plus the written folder
     definitions = load_benchmarks(bench / "benchmarks")
     shutil.copytree(tmp / "tiny2" / "pipeline__tiny", cohort / "pipeline__tiny")

@@ -334,8 +334,19 @@ def test_non_utf8_params_file_is_a_pipeline_error(tmp_path):
 
 # ------------------------------------------------------------------ BaseParams
 def test_load_base(tmp_path):
-    path = _write(tmp_path, GOOD_YAML)
+    path = _write(tmp_path, "base:\n  seed: 7\n  profile: default\n")
     assert load_base(path) == BaseParams(seed=7, profile="default")
+
+
+def test_a_pipeline_section_is_refused_beside_an_unknown_section(tmp_path):
+    """A misspelt section (`itmes:`) would be ignored while the stage reads the real one: it names the
+    section and the closest known one; a file of other (non-pipeline) sections is not checked."""
+    path = _write(tmp_path, "base:\n  seed: 7\n  profile: default\nitmes: {}\n")
+    with pytest.raises(PipelineError) as excinfo:
+        load_base(path)
+    msg = _err(excinfo)
+    assert str(path) in msg and "section 'itmes' is unknown (did you mean 'items'?)" in msg
+    assert load_section(Train, "train", _write(tmp_path, GOOD_YAML, "other.yaml")).steps == 10
 
 
 @pytest.mark.parametrize("body, words", [

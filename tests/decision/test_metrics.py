@@ -231,8 +231,18 @@ def test_headline_cis(six):
 def test_vs_baseline_identical_is_zero(six):
     out = metrics.vs_baseline(six, six, n_resamples=200)
     assert out["n"] == 6
-    assert out["readout_accuracy"] == {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0}
-    assert out["thinking_accuracy"] == {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+    for key in ("readout_accuracy", "thinking_accuracy", "post_chain_accuracy", "unfinished_rate", "mean_chain_tokens"):
+        assert {k: out[key][k] for k in ("diff", "ci_low", "ci_high")} == {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+        assert out[key]["model"] == out[key]["baseline"]
+    assert out["paired_counts"] == {"readout": {"model_only": 0, "baseline_only": 0},
+                                    "thinking": {"model_only": 0, "baseline_only": 0}}
+
+
+def test_gate_reads_the_comparison(six):
+    out = metrics.vs_baseline(six, six, n_resamples=200)
+    g = metrics.gate(out, six, n_resamples=200)
+    assert g["readout_inside_baseline_ci"] and g["thinking_not_worse"] and not g["thinking_gain_significant"]
+    assert not g["unfinished_fell"] and not g["passed"]  # nothing fell when the model is its own baseline
 
 
 def test_vs_baseline_clear_improvement_and_alignment():

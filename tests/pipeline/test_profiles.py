@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.params import SECTION_NAMES
 from decision_pipeline.config import SECTIONS, load_all
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +48,11 @@ def test_config_classes_document_every_field():
     for name, cls in SECTIONS.items():
         undocumented = [f.name for f in dataclasses.fields(cls) if not f.metadata.get("doc")]
         assert not undocumented, f"section {name} ({cls.__name__}): fields without doc= help text: {undocumented}"
+
+
+def test_section_names_every_stage_checks_match_the_config_index():
+    """Stages check a file's sections against SECTION_NAMES (cheap: no config class imported)."""
+    assert SECTION_NAMES == tuple(SECTIONS)
 
 
 def test_unknown_section_is_one_clear_error(tmp_path):

@@ -1,0 +1,124 @@
+"""RL probe: k chains per candidate question from the SFT model, correct-of-k and the raw readout.
+
+Why: GRPO learns only from groups whose chains disagree (all right or all wrong
+gives every chain the same advantage), so `rl_select` keeps questions the SFT
+model gets right 1..k-1 times out of k. Candidates are fresh questions (the
+`rl` split: never seen by pretraining, SFT or evaluation) and a subset of the
+SFT pool questions. Chains are sampled exactly as RL samples them
+(`rl.temperature`, `rl.top_p`, `rl.max_completion_length`) through the
+`generate` machinery: a resumable JSONL log, hf/vllm backends.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from decision_pipeline.common.fingerprint import model_fingerprint, run_fingerprint
+from decision_pipeline.common.hashing import stable_subset
+from decision_pipeline.common.io import JsonlAppender, read_jsonl, write_jsonl, write_text_atomic
+from decision_pipeline.common.log import info, progress
+from decision_pipeline.common.params import rule
+from decision_pipeline.decision.generation import canonical_order, generate_chains
+from decision_pipeline.decision.parsing import parse_answer
+from decision_pipeline.decision.prompts import chain_until_close
+from decision_pipeline.decision.questions import gold_index
+from decision_pipeline.lm.backends import BACKENDS, SamplingSettings, backend_for_model
+
+SOURCE = "sft"
+ORIGINS = ("fresh", "sft")
+
+
+@dataclass
+class RlProbeParams:
+    """params.yaml `rl_probe`: which questions are probed and how many chains each."""
+    k: int = rule(min=2, doc="chains per candidate question (eligibility is 1..k-1 correct)")
+    fresh_questions: int = rule(min=0, doc="candidates from the rl split (never trained on), SHA-256 subset")
+    sft_questions: int = rule(min=0, doc="candidates from the SFT pool questions, SHA-256 subset")
+    backend: str = rule(choices=BACKENDS, doc="engine that samples the probe chains: hf or vllm")
+    batch_size: int = rule(min=1, doc="prompts per forward batch")
+    chunk: int = rule(min=1, doc="questions per resumable unit of the log")
+    threads: int = rule(min=1, doc="torch CPU threads")
+
+
+@dataclass(frozen=True)
+class ProbeSampling:
+    """The RL sampling settings the probe copies (params `rl.temperature`, `rl.top_p`, `rl.max_completion_length`)."""
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+
+
+def candidates(pool: Sequence[dict], fresh: Sequence[dict], p: RlProbeParams) -> list[dict]:
+    """SHA-256 subsets of each origin, each question tagged with its origin, sorted by id."""
+    chosen = [{**q, "origin": "fresh"} for q in stable_subset(list(fresh), p.fresh_questions, "rl_probe")]
+    chosen += [{**q, "origin": "sft"} for q in stable_subset(list(pool), p.sft_questions, "rl_probe")]
+    return sorted(chosen, key=lambda q: q["id"])
+
+
+def probe_log(p: RlProbeParams, s: ProbeSampling, seed: int, model, tok, model_dir: str,
+              questions: Sequence[dict], out_dir: str | Path) -> dict:
+    """Fill `out_dir`/chains.jsonl with k chains per question (resuming a run of the same
+    params and model), rewrite it in canonical order, and return generation counts."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    content = {k: v for k, v in asdict(p).items() if k not in ("threads", "chunk")}
+    fp = run_fingerprint(content, asdict(s), seed, [q["id"] for q in questions], model_fingerprint(model_dir))
+    fp_file, log_file = out / "fingerprint.txt", out / "chains.jsonl"
+    if not fp_file.is_file() or fp_file.read_text().strip() != fp:
+        if log_file.exists():
+            info("rl_probe", "params, questions or model changed: the old probe log is not resumed")
+        log_file.unlink(missing_ok=True)
+        write_text_atomic(fp_file, fp + "\n")
+    backend = backend_for_model(p.backend, model, tok, model_dir, p.batch_size)
+    settings = SamplingSettings(max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
+                                n=p.k, seed=seed, stop_token_ids=(tok.eos_token_id,))
+    with JsonlAppender(log_file) as log:
+        resumed = len(log.done)
+        stats = generate_chains(questions, {SOURCE: backend}, settings, tok, log, p.chunk,
+                                progress=lambda it: progress(it, desc="rl_probe", unit="chunk"))
+    write_jsonl(log_file, canonical_order(read_jsonl(log_file)))
+    return {"resumed_records": resumed, "new_records": stats["new_records"],
+            "tokens_per_second": round(stats["gen_tokens"] / max(stats["gen_seconds"], 1e-9), 1)
+            if stats["gen_questions"] else None}
+
+
+def probe_rows(questions: Sequence[dict], chains: Sequence[dict], readout_logits: Sequence[np.ndarray],
+               tok, k: int) -> list[dict]:
+    """One row per question: origin, correct-of-k, unfinished-of-k, tokens, and the raw readout logits."""
+    by_q: dict[str, list[dict]] = {}
+    for c in chains:
+        by_q.setdefault(c["question_id"], []).append(c)
+    rows = []
+    for q, logits in zip(questions, readout_logits):
+        own = sorted(by_q.get(q["id"], []), key=lambda c: c["sample"])
+        if len(own) != k:
+            raise ValueError(f"probe log holds {len(own)} chains for question {q['id']!r}, expected {k}")
+        gold = gold_index(q)
+        closed = [chain_until_close(tok, c["token_ids"]) is not None for c in own]
+        answers = [parse_answer(c["text"], len(q["options"])) if done else None for c, done in zip(own, closed)]
+        rows.append({"id": q["id"], "origin": q["origin"], "family": q["family"], "level": q["level"],
+                     "task": q["task"], "k": k, "correct": sum(a == gold for a in answers),
+                     "unfinished": sum(not d for d in closed), "parsed": sum(a is not None for a in answers),
+                     "mean_tokens": round(float(np.mean([c["n_tokens"] for c in own])), 3),
+                     "readout_logits": [round(float(v), 5) for v in logits]})
+    return rows
+
+
+def probe_metrics(rows: Sequence[dict], k: int, generation: dict) -> dict:
+    """Correct-of-k histograms per origin and the share of questions whose k chains disagree."""
+    out: dict = {"k": k, "questions": len(rows), **generation}
+    for origin in ORIGINS:
+        mine = [r for r in rows if r["origin"] == origin]
+        hist = Counter(r["correct"] for r in mine)
+        chains = len(mine) * k
+        out[origin] = {"questions": len(mine), "correct_of_k": {str(i): hist.get(i, 0) for i in range(k + 1)},
+                       "mixed_share": round(sum(0 < r["correct"] < k for r in mine) / len(mine), 6) if mine else None,
+                       "chain_accuracy": round(sum(r["correct"] for r in mine) / chains, 6) if chains else None,
+                       "unfinished_share": round(sum(r["unfinished"] for r in mine) / chains, 6) if chains else None,
+                       "parse_rate": round(sum(r["parsed"] for r in mine) / chains, 6) if chains else None}
+    out["mixed_share"] = round(sum(0 < r["correct"] < k for r in rows) / len(rows), 6) if rows else None
+    return out

@@ -1,0 +1,266 @@
+"""GRPO on the SFT model with TRL: config from params, LoRA, rollout log, resumable checkpoints.
+
+Why every knob is explicit: several TRL defaults changed between versions
+(`loss_type` is now dapo, `beta` 0, `vllm_importance_sampling_mode`
+sequence_mask), so `grpo_config` sets each one from params and a TRL upgrade
+cannot silently change the run. The learning rate is constant after a short
+warm-up, so any checkpoint is a valid stopping point.
+
+Resume: checkpoints land in a `persist: true` work directory every `save_steps`
+(a multiple of `steps_per_generation`, so a checkpoint is always at a round
+boundary and TRL regenerates the next round from the restored RNG state). The
+work directory is claimed by a fingerprint of params, data, base weights, TRL
+version and this code; checkpoints of another run are refused (never resumed)
+and the reason is printed.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, PrinterCallback, TrainerCallback
+
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import JsonlAppender, read_jsonl, write_jsonl, write_text_atomic
+from decision_pipeline.common.log import info
+from decision_pipeline.common.params import rule
+from decision_pipeline.decision.parsing import parse_answer
+from decision_pipeline.decision.rl_rewards import RewardParams, make_reward_funcs
+
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
+IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+# knobs that decide how a run is carried out, never what it computes: they stay out of the fingerprint
+RUN_CONTROL = ("threads", "save_steps")
+
+
+@dataclass
+class RLParams:
+    """params.yaml `rl`: GRPO (TRL) on the SFT model with a fresh LoRA adapter."""
+    lr: float = rule(min=0.0, doc="learning rate, constant after warmup_steps")
+    warmup_steps: int = rule(min=0, doc="linear warm-up steps, then constant (any checkpoint is a valid stop)")
+    max_steps: int = rule(min=1, doc="optimizer steps; rounds = max_steps / steps_per_generation")
+    prompts_per_round: int = rule(min=1, doc="questions per generation round (each used once, never reused)")
+    num_generations: int = rule(min=2, doc="chains sampled per question per round (the GRPO group)")
+    steps_per_generation: int = rule(min=1, doc="optimizer steps fed by one round (TRL steps_per_generation)")
+    loss_type: str = rule(choices=LOSS_TYPES, doc="TRL loss aggregation (set explicitly: the default changed)")
+    beta: float = rule(min=0.0, doc="KL coefficient to the SFT model (0 = no reference model)")
+    epsilon: float = rule(min=0.0, doc="PPO-style clip range of the importance ratio")
+    scale_rewards: str = rule(choices=("group", "batch", "none"), doc="advantage scaling by the reward std")
+    importance_sampling_level: str = rule(choices=("token", "sequence"), doc="ratio per token or per sequence")
+    vllm_importance_sampling_mode: str = rule(choices=IS_MODES, doc="vLLM/trainer mismatch correction "
+                                                                    "(the research used token_truncate)")
+    mask_truncated_completions: bool = rule(doc="drop capped chains from the loss (false: the unfinished "
+                                                "penalty must reach the model)")
+    temperature: float = rule(min=0.0, doc="sampling temperature of the rollouts")
+    top_p: float = rule(min=0.0, max=1.0, doc="nucleus mass of the rollouts (1.0 = off)")
+    max_completion_length: int = rule(min=1, doc="token cap of a rollout; a chain open at the cap is unfinished")
+    lora_r: int = rule(min=1, doc="LoRA rank of the RL adapter")
+    lora_alpha: int = rule(min=1, doc="LoRA scaling numerator")
+    lora_targets: list[str] = rule(doc="module names that get LoRA adapters")
+    rewards: dict[str, float] = rule(doc="reward name -> weight (registry in decision/rl_rewards.py)")
+    reward: RewardParams = rule(doc="numbers inside the reward rules")
+    decisiveness_patterns: list[str] = rule(doc="regexes counted per finished chain as re-verification markers")
+    use_vllm: bool = rule(doc="generate rollouts with vLLM (GPU profile); false = transformers generate")
+    vllm_mode: str = rule(choices=("colocate", "server"), doc="vLLM beside the trainer or as a server")
+    save_steps: int = rule(min=1, doc="checkpoint every N steps (a multiple of steps_per_generation)")
+    seed_offset: int = rule(min=0, doc="training seed = base.seed + offset")
+    threads: int = rule(min=1, doc="torch CPU threads")
+
+    def __post_init__(self) -> None:
+        where = "params.yaml: rl"
+        if (self.prompts_per_round * self.num_generations) % self.steps_per_generation:
+            raise PipelineError(f"{where}: prompts_per_round x num_generations "
+                                f"({self.prompts_per_round * self.num_generations}) must be divisible by "
+                                f"steps_per_generation ({self.steps_per_generation})")
+        if self.max_steps % self.steps_per_generation or self.save_steps % self.steps_per_generation:
+            raise PipelineError(f"{where}: max_steps and save_steps must be multiples of steps_per_generation "
+                                f"({self.steps_per_generation}) so rounds and checkpoints line up")
+        for pattern in self.decisiveness_patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise PipelineError(f"{where}.decisiveness_patterns: {pattern!r} is not a regex ({exc})") from None
+
+    @property
+    def rounds(self) -> int:
+        return self.max_steps // self.steps_per_generation
+
+    @property
+    def prompts_needed(self) -> int:
+        return self.rounds * self.prompts_per_round
+
+
+def check_lora_targets(model: PreTrainedModel, targets: Sequence[str], model_dir: str) -> None:
+    """Every LoRA target must name Linear modules of the model (else the adapter would attach to nothing)."""
+    linear = {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    missing = [t for t in targets if t not in linear]
+    if missing:
+        raise PipelineError(f"{model_dir}: model has no Linear module named {missing[0]!r} for the LoRA adapter "
+                            f"(rl.lora_targets); its Linear modules are {', '.join(sorted(linear)) or 'none'}")
+
+
+def grpo_config(p: RLParams, seed: int, work_dir: str | Path) -> Any:
+    """TRL GRPOConfig with every GRPO knob set from params (none left to a version's default)."""
+    from trl import GRPOConfig
+
+    on_gpu = torch.cuda.is_available()
+    return GRPOConfig(
+        output_dir=str(work_dir), learning_rate=p.lr, lr_scheduler_type="constant_with_warmup",
+        warmup_steps=p.warmup_steps, max_steps=p.max_steps, num_train_epochs=1,
+        per_device_train_batch_size=p.prompts_per_round * p.num_generations // p.steps_per_generation,
+        gradient_accumulation_steps=1, steps_per_generation=p.steps_per_generation,
+        num_generations=p.num_generations, num_iterations=1, max_completion_length=p.max_completion_length,
+        temperature=p.temperature, top_p=p.top_p, top_k=0, loss_type=p.loss_type, beta=p.beta,
+        epsilon=p.epsilon, scale_rewards=p.scale_rewards, importance_sampling_level=p.importance_sampling_level,
+        vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=p.vllm_importance_sampling_mode,
+        vllm_importance_sampling_clip_max=3.0, mask_truncated_completions=p.mask_truncated_completions,
+        reward_weights=[float(w) for w in p.rewards.values()], multi_objective_aggregation="sum_then_normalize",
+        use_vllm=p.use_vllm, vllm_mode=p.vllm_mode, shuffle_dataset=True,
+        adam_beta2=0.95, max_grad_norm=1.0, weight_decay=0.0, logging_steps=1,
+        save_strategy="steps", save_steps=p.save_steps, save_total_limit=2,
+        seed=seed, data_seed=seed, use_cpu=not on_gpu, bf16=on_gpu, gradient_checkpointing=False,
+        report_to="none", disable_tqdm=True, dataloader_num_workers=0, log_completions=False)
+
+
+def prompt_rows(tok: PreTrainedTokenizerBase, questions: Sequence[dict]) -> list[dict]:
+    """GRPO dataset rows: the thinking prefix as text (TRL tokenizes it to exactly our ids) + reward columns."""
+    from decision_pipeline.decision.prompts import chat_prefix
+    from decision_pipeline.decision.questions import THINK_OPEN, gold_index, target_vector
+
+    return [{"prompt": chat_prefix(tok, q) + THINK_OPEN + "\n", "question_id": q["id"], "gold_index": gold_index(q),
+             "target": target_vector(q), "task": q["task"]} for q in questions]
+
+
+class RolloutLog:
+    """Per-completion record of every round (answer, closed, tokens, each reward), line-atomic JSONL.
+
+    TRL calls the reward functions one after another on the same batch; the last one
+    completes a round's rows. On resume, rows of rounds after the checkpoint are cut first,
+    so the log of a resumed run equals an uninterrupted run's.
+    """
+
+    def __init__(self, path: Path, weights: dict[str, float], patterns: Sequence[str]):
+        self.path, self.names, self.weights = path, list(weights), [float(w) for w in weights.values()]
+        self.patterns = [re.compile(p, re.IGNORECASE) for p in patterns]
+        self.pending: dict[str, list] = {}
+        self.appender: JsonlAppender | None = None
+
+    def open(self, resume_step: int) -> None:
+        if self.path.is_file():
+            rows = [r for r in read_jsonl(self.path) if r["step"] < resume_step]
+            write_jsonl(self.path, rows)
+        self.appender = JsonlAppender(self.path)
+
+    def close(self) -> None:
+        if self.appender is not None:
+            self.appender.close()
+
+    def scored(self, name: str, values: list, batch: dict) -> None:
+        self.pending[name] = values
+        if name != self.names[-1]:
+            return
+        step = int(batch["trainer_state"].global_step)
+        seen: dict[str, int] = {}
+        for i, qid in enumerate(batch["question_id"]):
+            j = seen[qid] = seen.get(qid, -1) + 1
+            text, closed = batch["completions"][i], batch["closed"][i]
+            row = {"id": f"{step}:{qid}:{j}", "step": step, "question_id": qid, "sample": j,
+                   "n_tokens": len(batch["completion_ids"][i]), "closed": closed,
+                   "answer": parse_answer(text, len(batch["target"][i])) if closed else None,
+                   "gold_index": batch["gold_index"][i],
+                   "markers": sum(len(p.findall(text.split("</think>")[0])) for p in self.patterns) if closed else None,
+                   "rewards": {n: self.pending[n][i] for n in self.names}}
+            row["total"] = round(sum(w * (v or 0.0) for w, v in zip(self.weights, row["rewards"].values())), 6)
+            self.appender.append(row)
+        self.pending = {}
+
+
+class _SaveFingerprint(TrainerCallback):
+    """Writes the run fingerprint into each checkpoint: a checkpoint says which run it belongs to."""
+
+    def __init__(self, work: Path, fingerprint: str):
+        self.work, self.fingerprint = work, fingerprint
+
+    def on_save(self, args, state, control, **kwargs):
+        write_text_atomic(self.work / f"checkpoint-{state.global_step}" / "run_fingerprint.txt", self.fingerprint + "\n")
+        return control
+
+
+def claim_rl_work(work: Path, fingerprint: dict) -> int:
+    """The step to resume from (0 = fresh). Checkpoints of another run are refused, the reason printed.
+
+    `fingerprint` maps each part (params, data, base, code) to its hash, so the message names what changed.
+    """
+    marker = work / "fingerprint.json"
+    old = json.loads(marker.read_text()) if marker.is_file() else None
+    digest = json.dumps(fingerprint, sort_keys=True)
+    if old is not None and old != fingerprint:
+        changed = sorted(k for k in set(old) | set(fingerprint) if old.get(k) != fingerprint.get(k))
+        info("rl", f"{work}: checkpoints belong to another run (changed: {', '.join(changed)}); "
+                   "not resuming them, starting afresh")
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(marker, json.dumps(fingerprint, sort_keys=True) + "\n")
+    steps = []
+    for ckpt in work.glob("checkpoint-*"):
+        owner = ckpt / "run_fingerprint.txt"
+        if not (owner.is_file() and owner.read_text().strip() == digest_hash(digest)):
+            info("rl", f"{ckpt}: no matching run fingerprint (incomplete or foreign checkpoint); removed")
+            shutil.rmtree(ckpt)
+            continue
+        steps.append(int(ckpt.name.split("-")[1]))
+    return max(steps, default=0)
+
+
+def digest_hash(text: str) -> str:
+    import hashlib
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def train_grpo(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questions: Sequence[dict], p: RLParams,
+               seed: int, work_dir: str | Path, fingerprint: dict,
+               registry: dict | None = None) -> tuple[Any, list[dict], int]:
+    """Train the LoRA adapter with GRPO; returns (peft model, trainer log history, resumed-from step).
+
+    `registry` replaces the reward registry (tests use toy rewards on an untrained model)."""
+    from datasets import Dataset
+    from peft import LoraConfig
+    from trl import GRPOTrainer
+
+    from decision_pipeline.decision.questions import THINK_CLOSE
+
+    work = Path(work_dir)
+    start = claim_rl_work(work, fingerprint)
+    close_id = tok.convert_tokens_to_ids(THINK_CLOSE)
+    log = RolloutLog(work / "rollouts.jsonl", dict(p.rewards), p.decisiveness_patterns)
+    funcs, _ = make_reward_funcs(dict(p.rewards), p.reward, close_id, registry=registry, on_scored=log.scored)
+    lora = LoraConfig(r=p.lora_r, lora_alpha=p.lora_alpha, target_modules=list(p.lora_targets), lora_dropout=0.0,
+                      bias="none", task_type="CAUSAL_LM")
+    trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=grpo_config(p, seed, work),
+                          train_dataset=Dataset.from_list(prompt_rows(tok, questions)), processing_class=tok,
+                          peft_config=lora)
+    trainer.add_callback(_SaveFingerprint(work, digest_hash(json.dumps(fingerprint, sort_keys=True))))
+    trainer.remove_callback(PrinterCallback)  # the stage prints its own summary line and progress bar
+    log.open(start)
+    try:
+        trainer.train(resume_from_checkpoint=str(work / f"checkpoint-{start}") if start else None)
+    finally:
+        log.close()
+    trainer.model.eval()
+    return trainer.model, trainer.state.log_history, start
+
+
+def fingerprint_parts(p: RLParams, seed: int, questions: Sequence[dict], base_fp: str, code_fp: str) -> dict:
+    """What a resumable RL work directory must match, part by part (named in the refusal message)."""
+    import trl
+
+    from decision_pipeline.common.fingerprint import run_fingerprint
+
+    params = {k: v for k, v in asdict(p).items() if k not in RUN_CONTROL}
+    return {"params": run_fingerprint(params, seed), "data": run_fingerprint([q["id"] for q in questions]),
+            "base": base_fp[:16], "code": code_fp, "trl": trl.__version__}

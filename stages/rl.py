@@ -1,0 +1,86 @@
+"""Stage `rl`: GRPO (TRL) on the SFT model with a fresh LoRA adapter; adapter and merged model.
+
+Takes the first `rl.max_steps / rl.steps_per_generation × rl.prompts_per_round`
+questions of `rl_select` (each used in exactly one round), rewards from the
+registry in `decision_pipeline/decision/rl_rewards.py` weighted by
+`rl.rewards`, every GRPO knob set from params. Checkpoints every
+`rl.save_steps` into a `persist: true` work directory; a killed run resumes
+from the last checkpoint of the same params, data, SFT model and code (another
+run's checkpoints are refused, and the reason printed). Writes the rollout log
+beside the checkpoints, per-round rows (`plots/rl/rounds.json` + PNG) and
+`metrics/rl.json` (reward gain with a bootstrap CI over prompts).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.fingerprint import code_fingerprint, model_fingerprint
+from decision_pipeline.common.io import atomic_dir, read_jsonl, write_json
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, stage_parser
+from decision_pipeline.decision import rl_rewards, rl_trainer
+from decision_pipeline.decision.questions import load_items
+from decision_pipeline.decision.rl_metrics import round_rows, run_summary
+from decision_pipeline.decision.rl_trainer import RLParams, check_lora_targets, fingerprint_parts, train_grpo
+from decision_pipeline.lm.bpe import load_tokenizer
+from decision_pipeline.lm.model import load_model
+from decision_pipeline.reporting.plots import plot_rl_rounds
+
+
+@stage_main
+def main(argv: list[str] | None = None) -> None:
+    ap = stage_parser(__doc__, (RLParams, "rl"))
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--model", required=True, help="the SFT model directory (merged)")
+    ap.add_argument("--items", required=True)
+    ap.add_argument("--selected", required=True, help="rl_select's questions.jsonl (training order)")
+    ap.add_argument("--work", required=True, help="persistent checkpoint directory")
+    ap.add_argument("--out", required=True, help="merged model directory (adapter in <out>/adapter)")
+    ap.add_argument("--metrics", required=True)
+    ap.add_argument("--plots", required=True, help="directory for rounds.json and rounds.png")
+    args = ap.parse_args(argv)
+    started = time.time()
+    p = load_section(RLParams, "rl", args.params)
+    seed = load_base(args.params).seed + p.seed_offset
+    torch.set_num_threads(p.threads)
+    selected = read_jsonl(args.selected)
+    if len(selected) < p.prompts_needed:
+        raise PipelineError(f"{args.selected}: {len(selected)} questions selected, but {p.rounds} rounds x "
+                            f"{p.prompts_per_round} prompts need {p.prompts_needed} (each question is used once); "
+                            "lower rl.max_steps or rl.prompts_per_round, or probe more (rl_probe.*_questions)")
+    by_id = {q["id"]: q for q in load_items(args.items)}
+    questions = [by_id[s["id"]] for s in selected[: p.prompts_needed]]
+    model, tok = load_model(args.model), load_tokenizer(args.model)
+    check_lora_targets(model, p.lora_targets, args.model)
+    fingerprint = fingerprint_parts(p, seed, questions, model_fingerprint(args.model),
+                                    code_fingerprint(rl_trainer, rl_rewards))
+    train_started = time.time()
+    peft_model, history, resumed_from = train_grpo(model, tok, questions, p, seed, args.work, fingerprint)
+    train_seconds = time.time() - train_started
+    rollouts = read_jsonl(f"{args.work}/rollouts.jsonl")
+    rounds = round_rows(rollouts, history, p.steps_per_generation)
+    metrics = run_summary(rollouts, history, rounds, p.max_steps, 1000, seed)
+    origins = {s["id"]: s["origin"] for s in selected}
+    metrics.update(resumed_from_step=resumed_from, steps=p.max_steps,
+                   prompts_by_origin={o: sum(origins[q["id"]] == o for q in questions) for o in ("fresh", "sft")},
+                   train_seconds_this_run=round(train_seconds, 1))
+    merged = peft_model.merge_and_unload()
+    with atomic_dir(args.out) as tmp:
+        peft_model.save_pretrained(str(tmp / "adapter"))
+        merged.save_pretrained(str(tmp))
+        tok.save_pretrained(str(tmp))
+    write_json(f"{args.plots}/rounds.json", rounds)
+    plot_rl_rounds(rounds, f"{args.plots}/rounds.png", f"GRPO on the SFT model: {p.rounds} rounds x "
+                                                      f"{p.prompts_per_round} prompts x {p.num_generations} chains")
+    write_json(args.metrics, metrics)
+    gain = metrics["reward_gain"]
+    summary("rl", started, rounds=p.rounds, reward_first=gain["first_quarter"], reward_last=gain["last_quarter"],
+            gain_ci=f"[{gain['ci_low']}, {gain['ci_high']}]", unfinished_last=rounds[-1]["unfinished_share"],
+            resumed_from=resumed_from)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

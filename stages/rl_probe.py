@@ -1,0 +1,55 @@
+"""Stage `rl_probe`: k chains per candidate question from the SFT model; correct-of-k and the raw readout.
+
+Candidates: `rl_probe.fresh_questions` from the `rl` split (never trained on)
+and `rl_probe.sft_questions` from the SFT pool, each a SHA-256 subset. Chains
+are sampled with RL's own settings (`rl.temperature`, `rl.top_p`,
+`rl.max_completion_length`) into a resumable JSONL log (`persist: true`); the
+readout logits are one forward pass per question. Writes `probe.jsonl` (one row
+per question) beside the log.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl
+from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.params import load_base, load_section, stage_parser
+from decision_pipeline.decision.answering import readout
+from decision_pipeline.decision.questions import load_items
+from decision_pipeline.decision.rl_probe import ProbeSampling, RlProbeParams, candidates, probe_log, probe_metrics, probe_rows
+from decision_pipeline.decision.rl_trainer import RLParams
+from decision_pipeline.lm.bpe import load_tokenizer
+from decision_pipeline.lm.model import load_model
+
+
+@stage_main
+def main(argv: list[str] | None = None) -> None:
+    ap = stage_parser(__doc__, (RlProbeParams, "rl_probe"))
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--model", required=True, help="the SFT model directory")
+    ap.add_argument("--items", required=True)
+    ap.add_argument("--out", required=True, help="persistent directory for chains.jsonl and probe.jsonl")
+    ap.add_argument("--metrics", required=True)
+    args = ap.parse_args(argv)
+    started = time.time()
+    p = load_section(RlProbeParams, "rl_probe", args.params)
+    rl = load_section(RLParams, "rl", args.params)
+    seed = load_base(args.params).seed
+    torch.set_num_threads(p.threads)
+    questions = candidates(load_items(args.items, split="pool"), load_items(args.items, split="rl"), p)
+    model, tok = load_model(args.model), load_tokenizer(args.model)
+    sampling = ProbeSampling(temperature=rl.temperature, top_p=rl.top_p, max_new_tokens=rl.max_completion_length)
+    generation = probe_log(p, sampling, seed, model, tok, args.model, questions, args.out)
+    logits = readout(model, tok, questions, p.batch_size)
+    rows = probe_rows(questions, read_jsonl(f"{args.out}/chains.jsonl"), logits, tok, p.k)
+    write_jsonl(f"{args.out}/probe.jsonl", rows)
+    metrics = probe_metrics(rows, p.k, generation)
+    write_json(args.metrics, metrics)
+    summary("rl_probe", started, questions=len(rows), fresh=metrics["fresh"]["questions"],
+            mixed_share=metrics["mixed_share"], resumed=generation["resumed_records"])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

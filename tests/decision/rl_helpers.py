@@ -1,0 +1,61 @@
+"""A tiny GRPO run for the RL tests: run as a script it trains with a toy reward and prints the adapter hash.
+
+Why a toy reward: an untrained 1-layer model never closes a chain, so every real reward gives a
+group the same value and no gradient; a resume test on a run that never moves would prove nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+
+ROUND_PROMPTS, GENERATIONS, STEPS_PER_ROUND = 4, 4, 2
+
+
+def toy_params(max_steps: int = 6, save_steps: int = 2):
+    from decision_pipeline.decision.rl_rewards import RewardParams
+    from decision_pipeline.decision.rl_trainer import RLParams
+    return RLParams(
+        lr=1e-2, warmup_steps=1, max_steps=max_steps, prompts_per_round=ROUND_PROMPTS, num_generations=GENERATIONS,
+        steps_per_generation=STEPS_PER_ROUND, loss_type="dapo", beta=0.0, epsilon=0.2, scale_rewards="group",
+        importance_sampling_level="token", vllm_importance_sampling_mode="token_truncate",
+        mask_truncated_completions=False, temperature=1.0, top_p=1.0, max_completion_length=10, lora_r=4,
+        lora_alpha=8, lora_targets=["q_proj", "v_proj"], rewards={"low_ids": 1.0},
+        reward=RewardParams(right=1, wrong=-1, defensible=0.2, defensible_min=0.1, unfinished=-1.5, length_target=8,
+                            length_per_token=0.01, length_max_penalty=0.5, format_bonus=0.1),
+        decisiveness_patterns=[r"\bwait\b"], use_vllm=False, vllm_mode="colocate", save_steps=save_steps,
+        seed_offset=0, threads=1)
+
+
+def low_ids(completion_ids, **_):
+    """Toy reward: share of sampled ids below 400 (varies within a group, so GRPO has a gradient)."""
+    return [sum(t < 400 for t in ids) / max(len(ids), 1) for ids in completion_ids]
+
+
+def adapter_digest(model) -> tuple[str, float]:
+    """SHA-256 of the LoRA weights and the largest |lora_B| (0 would mean the adapter never moved)."""
+    sd = {k: v for k, v in model.state_dict().items() if "lora" in k}
+    digest = hashlib.sha256(b"".join(v.detach().cpu().numpy().tobytes() for _, v in sorted(sd.items()))).hexdigest()
+    moved = max(float(v.abs().max()) for k, v in sd.items() if "lora_B" in k)
+    return digest, moved
+
+
+def run(model_dir: str, work: str, max_steps: int) -> dict:
+    import torch
+
+    from decision_pipeline.decision.rl_trainer import fingerprint_parts, train_grpo
+    from decision_pipeline.lm.bpe import load_tokenizer
+    from decision_pipeline.lm.model import load_model
+
+    torch.set_num_threads(1)
+    p = toy_params(max_steps)
+    questions = json.loads(open(f"{model_dir}/questions.json").read())[: p.prompts_needed]
+    model, tok = load_model(model_dir), load_tokenizer(model_dir)
+    fp = fingerprint_parts(p, 0, questions, "tiny", "code")
+    peft_model, _, start = train_grpo(model, tok, questions, p, 0, work, fp, registry={"low_ids": low_ids})
+    digest, moved = adapter_digest(peft_model)
+    return {"start": start, "digest": digest, "moved": moved}
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(sys.argv[1], sys.argv[2], int(sys.argv[3]))))
