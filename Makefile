@@ -33,7 +33,8 @@ report: $(STAMP)
 	$(DVC) repro report
 
 # PR review: params and metrics diff against BASE, each metric change marked inside/outside its
-# recorded noise, plus `dvc plots diff` -> review/review.md and review/plots/
+# recorded noise -> review/review.md; `dvc plots diff BASE --json` redrawn offline (matplotlib PNGs,
+# no CDN) -> review/plots/index.html (decision_pipeline/reporting/plots_offline.py)
 BASE ?= main
 review: $(STAMP)
 	$(PY) -m decision_pipeline.reporting.review --base $(BASE) --out review
@@ -41,10 +42,12 @@ review: $(STAMP)
 test: $(STAMP)
 	PIPELINE_QUIET=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
+# Each script prints its ratios against a baseline timed in the same run (README "Performance");
+# bench_sampling uses models/base when `dvc repro` has built it, else a tiny model it builds itself
 bench: $(STAMP)
 	$(PY) benchmarks/bench_curation.py
 	$(PY) benchmarks/bench_s1mb.py
-	$(PY) benchmarks/bench_sampling.py --model models/base
+	$(PY) benchmarks/bench_sampling.py $(if $(wildcard models/base/config.json),--model models/base)
 
 # A local S3-compatible server (moto, in memory) at the default remote's endpoint,
 # for trying `dvc push` / `dvc pull`; see README "Remote storage"

@@ -13,14 +13,36 @@ exact ties, failures and unpredicted questions), then times, on the same data:
   * loop:      the plain per-decision loop ``reference_metrics`` (upstream's
                arithmetic; validates nothing), fed by ``benchmark_decisions``.
 
-Every metric must agree to 1e-8. CPU times are the best of three runs.
-Target: numpy total <= 1 s CPU. Run: ``.venv/bin/python benchmarks/bench_s1mb.py``.
+Every metric must agree to 1e-8. CPU times are the best of three interleaved
+runs (each repeat times all four calls of a benchmark in turn).
+Target: numpy total <= 1 s CPU.
+
+Then the command line on the same run written as a judgments file (one JSON line
+per judgment, null for failed and unpredicted questions), each a fresh process,
+``--repeats`` interleaved rounds, median (and best) wall and CPU seconds:
+
+  * cli:        ``python -m decision_pipeline.bench.s1mb metrics FILE`` (the fast
+                column-wise pass; the strict pass runs only on bad input);
+  * cli-strict: the same command with the strict per-line pass only (the code
+                before the fast pass; still what words every error);
+  * parse-only: ``json.loads`` of every line of the same file, nothing else;
+  * import:     ``import decision_pipeline.bench.s1mb.cli`` (interpreter + numpy).
+
+Ratios (cli / parse-only; cli-strict / cli) are taken within each round, then the
+median over rounds, on wall and on CPU time (CPU is steadier on a loaded machine). The output
+must equal the in-memory ``score_benchmark`` metrics to 1e-8, and both passes must
+give the same result. Run: ``.venv/bin/python benchmarks/bench_s1mb.py [--repeats 5]``.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import os
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +55,9 @@ from decision_pipeline.bench.s1mb import (  # noqa: E402
     Benchmark, Prediction, benchmark_decisions, case_from_row, prepare_benchmark, reference_metrics,
     score_benchmark, score_prepared,
 )
+from decision_pipeline.bench.s1mb.cli import _metrics_fast, _metrics_strict  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 
 METRIC = {"choice": "target_mass_at_prediction", "noul": "binary_brier", "score": "normalized_expected_score_mae"}
 INTENTS = [f"intent_{i:03d}" for i in range(151)]
@@ -127,17 +152,104 @@ def agree(fast: dict, slow: dict) -> bool:
                for a, b in zip(fast.values(), slow.values()))
 
 
-def best_cpu(func, repeats: int = 3) -> tuple[float, object]:
-    """Smallest CPU time of ``repeats`` calls, and the last result."""
-    best, result = math.inf, None
+def best_cpu_interleaved(funcs: dict, repeats: int = 3) -> dict[str, tuple[float, object]]:
+    """Per function: smallest CPU time over ``repeats`` rounds (each round calls every function once), last result."""
+    best = dict.fromkeys(funcs, math.inf)
+    results: dict[str, object] = {}
     for _ in range(repeats):
-        start = time.process_time()
-        result = func()
-        best = min(best, time.process_time() - start)
-    return best, result
+        for name, func in funcs.items():
+            start = time.process_time()
+            results[name] = func()
+            best[name] = min(best[name], time.process_time() - start)
+    return {name: (best[name], results[name]) for name in funcs}
+
+
+def write_judgments(run: list, path: Path) -> int:
+    """The run as a ``metrics`` judgments file: one line per decision of D, in case order."""
+    n = 0
+    with path.open("w", encoding="utf-8") as out:
+        for definition, case_list, predictions in run:
+            answers = {(p.case_id, p.question_id): p.probabilities for p in predictions}
+            for d in benchmark_decisions(definition, case_list):
+                options = ([{"id": o, "value": v} for o, v in zip(d.options, d.values)] if d.values is not None
+                           else [{"id": o} for o in d.options])
+                out.write(json.dumps({"benchmark": definition.id, "task": definition.task, "case_id": d.case_id,
+                                      "question_id": d.question_id, "options": options, "target": dict(d.target),
+                                      "prediction": answers.get((d.case_id, d.question_id))}) + "\n")
+                n += 1
+    return n
+
+
+PARSE_ONLY = ("import json, sys\n"
+              "with open(sys.argv[1], encoding='utf-8') as stream:\n"
+              "    for line in stream:\n"
+              "        if line.strip():\n"
+              "            json.loads(line)\n")
+CLI_STRICT = ("import sys\n"
+              "from decision_pipeline.bench.s1mb.cli import _metrics_strict\n"
+              "from decision_pipeline.bench.s1mb.jsonio import dumps_strict\n"
+              "sys.stdout.write(dumps_strict(_metrics_strict(sys.argv[1])))\n")
+
+
+def timed_process(argv: list[str]) -> tuple[float, float, str]:
+    """Wall and CPU (user + sys of the child) seconds of one fresh process, and its stdout."""
+    before = os.times()
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    after = os.times()
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[:4]} exited {done.returncode}: {done.stderr.strip()}")
+    return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system), done.stdout
+
+
+def time_cli(run: list, expected: dict[str, dict], repeats: int) -> None:
+    """The command line vs parse-only on one judgments file: fresh processes, interleaved rounds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "judgments.jsonl"
+        lines = write_judgments(run, path)
+        mib = path.stat().st_size / 2**20
+        commands = {
+            "cli": [sys.executable, "-m", "decision_pipeline.bench.s1mb", "metrics", str(path)],
+            "cli-strict": [sys.executable, "-c", CLI_STRICT, str(path)],
+            "parse-only": [sys.executable, "-c", PARSE_ONLY, str(path)],
+            "import": [sys.executable, "-c", "import decision_pipeline.bench.s1mb.cli"],
+        }
+        times: dict[str, list[tuple[float, float]]] = {k: [] for k in commands}
+        outputs: dict[str, str] = {}
+        for _ in range(repeats):
+            for name, argv in commands.items():
+                wall, cpu, outputs[name] = timed_process(argv)
+                times[name].append((wall, cpu))
+        fast, strict = _metrics_fast(path), _metrics_strict(path)
+    assert fast == strict, "the fast and the strict pass disagree"
+    got = json.loads(outputs["cli"])
+    assert got == json.loads(outputs["cli-strict"]) == json.loads(json.dumps(fast))
+    assert list(got) == list(expected) and all(agree(got[b], expected[b]) for b in expected), \
+        "CLI metrics differ from score_benchmark by more than 1e-8"
+    med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in times.items()}
+    best = {k: (min(w for w, _ in v), min(c for _, c in v)) for k, v in times.items()}
+    print(f"\nCLI `metrics` on the same run as one file: {lines:,} lines, {mib:.1f} MiB "
+          f"(fresh process each; {repeats} interleaved rounds)")
+    print(f"{'':12}{'median wall s':>15}{'CPU s':>8}{'best wall s':>13}{'CPU s':>8}")
+    for name in commands:
+        print(f"{name:<12}{med[name][0]:>15.3f}{med[name][1]:>8.3f}{best[name][0]:>13.3f}{best[name][1]:>8.3f}")
+
+    def ratio(num: str, den: str, i: int) -> float:  # per round (seconds apart, same load), then the median
+        return statistics.median(a[i] / b[i] for a, b in zip(times[num], times[den]))
+
+    print("ratios (median over rounds of the ratio within a round):")
+    for num, den, what in (("cli", "parse-only", "CLI vs parse-only"),
+                           ("cli-strict", "parse-only", "strict per-line CLI (before) vs parse-only"),
+                           ("cli-strict", "cli", "speed-up of the fast pass (before / after)")):
+        print(f"  {num} / {den}: {ratio(num, den, 0):.2f}x wall, {ratio(num, den, 1):.2f}x CPU   ({what})")
+    print("CLI output equals score_benchmark to 1e-8; fast and strict passes agree exactly")
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=5, help="interleaved rounds of the CLI timings")
+    args = ap.parse_args()
     rng = np.random.default_rng(20250101)
     start = time.perf_counter()
     run = [build(spec, rng) for spec in english_v1_specs()]
@@ -149,15 +261,19 @@ def main() -> None:
     assert counts == {"choice": 57, "noul": 59, "score": 21}, counts
 
     table = {t: dict(n=counts[t], judgments=0, prepare=0.0, score=0.0, total=0.0, loop=0.0) for t in counts}
-    mismatches = []
+    mismatches, expected = [], {}
     for definition, case_list, predictions in run:
         row = table[definition.task]
         row["judgments"] += definition.decision_count
-        total, fast = best_cpu(lambda: score_benchmark(definition, case_list, predictions))
-        prep_s, prepared = best_cpu(lambda: prepare_benchmark(definition, case_list))
-        score_s, again = best_cpu(lambda: score_prepared(prepared, predictions))
-        loop_s, slow = best_cpu(lambda: reference_metrics(
-            definition.task, benchmark_decisions(definition, case_list), predictions))
+        prepared = prepare_benchmark(definition, case_list)
+        timed = best_cpu_interleaved({
+            "total": lambda: score_benchmark(definition, case_list, predictions),
+            "prepare": lambda: prepare_benchmark(definition, case_list),
+            "score": lambda: score_prepared(prepared, predictions),
+            "loop": lambda: reference_metrics(definition.task, benchmark_decisions(definition, case_list), predictions),
+        })
+        (total, fast), (prep_s, _), (score_s, again), (loop_s, slow) = timed.values()
+        expected[definition.id] = fast
         row["total"] += total
         row["prepare"] += prep_s
         row["score"] += score_s
@@ -181,6 +297,7 @@ def main() -> None:
     total = table["total"]["total"]
     assert total <= 1.0, f"scoring took {total:.3f} s CPU, above the 1 s target"
     print(f"target met: {total:.3f} s CPU <= 1 s")
+    time_cli(run, expected, args.repeats)
 
 
 if __name__ == "__main__":

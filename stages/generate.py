@@ -2,10 +2,13 @@
 
 Teacher: `solver` (the families' own traces: a rule-based stand-in for an LLM
 teacher, default profile), `openai` (an OpenAI-compatible endpoint, GPU
-profile) or `none`. The JSONL log lives in a `persist: true` directory: a
-killed run resumes from it; a change of params or base model starts it afresh.
-With `deadline_minutes` the stage stops cleanly at a chunk boundary and exits 3
-so DVC does not record a partial result; `dvc repro` resumes.
+profile) or `none`. `generate.workers` processes (or GPUs) share the base
+model's chunks, each appending to its own shard log under `--out/shards/` in a
+`persist: true` directory: a killed run resumes from them; a change of params or
+base model starts afresh. `chains.jsonl` is written once, whole and in canonical
+order, when every chain is in: the same bytes for any number of workers. With
+`deadline_minutes` the stage stops cleanly at a chunk boundary and exits 3 so DVC
+does not record a partial result; `dvc repro` resumes.
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""Stage `pretrain@{curated,random}`: train the small GPT on a selection, measure held-out ppl.
+"""Stage `pretrain@{curated,filtered_random,random}`: the small GPT on a selection, held-out ppl over seeds.
 
 Packs the selection to exactly `curate.budget_tokens`, trains the tiny Qwen2
-model with a fixed seed, evaluates loss / perplexity / bits per byte on every
-dev register by iterating the whole dev set. For `pretrain.noise_selection`
-it also retrains on `noise_reorderings` re-orderings of the same documents:
-the spread is the noise floor any curated-vs-random gap must beat.
+model, evaluates loss / perplexity / bits per byte on every register of the
+held-out evaluation set (never the dev target the classifier learned from) by
+iterating all of it. Every selection is trained `pretrain.seeds` times (init
+seed and document order vary); the seed-0 model is saved.
 """
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ from decision_pipeline.lm.training import PretrainParams, pretrain, selected_tex
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     ap = stage_parser(__doc__, (PretrainParams, "pretrain"))
-    ap.add_argument("name", help="selection name (curated or random)")
+    ap.add_argument("name", help="selection name (curated, filtered_random or random)")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--selection", required=True, help="the curate output directory (selection.json)")
     ap.add_argument("--pool", required=True)
-    ap.add_argument("--dev", required=True)
+    ap.add_argument("--heldout", required=True, help="held-out evaluation documents (ingest's heldout.parquet)")
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--out", required=True, help="model directory")
     ap.add_argument("--plot", required=True, help="loss curve JSON")
@@ -41,14 +41,14 @@ def main(argv: list[str] | None = None) -> None:
     texts = {r["id"]: r["text"] for r in read_table(args.pool)}
     selection = f"{args.selection}/selection.json"
     chosen = selected_texts(texts, read_json(selection)["ids"], selection)
-    model, log, metrics = pretrain(args.name, chosen, read_table(args.dev), tok, p, budget, seed)
+    model, log, metrics = pretrain(args.name, chosen, read_table(args.heldout), tok, p, budget, seed)
     with atomic_dir(args.out) as tmp:
         model.save_pretrained(str(tmp))
         tok.save_pretrained(str(tmp))
     write_json(args.plot, [{"step": r["step"], "loss": r["loss"]} for r in log])
     write_json(args.metrics, metrics)
     summary(f"pretrain@{args.name}", started, heldout_ppl=metrics["heldout"]["ppl"], bpb=metrics["heldout"]["bpb"],
-            noise_halfrange=metrics.get("noise", {}).get("ppl_halfrange", "-"))
+            ppl_mean=metrics["seeds"]["ppl_mean"], ppl_range=f"{metrics['seeds']['ppl_min']}-{metrics['seeds']['ppl_max']}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Candidates: `rl_probe.fresh_questions` from the `rl` split (never trained on)
 and `rl_probe.sft_questions` from the SFT pool, each a SHA-256 subset. Chains
 are sampled with RL's own settings (`rl.temperature`, `rl.top_p`,
-`rl.max_completion_length`) into a resumable JSONL log (`persist: true`); the
+`rl.max_completion_length`) into resumable shard logs (`persist: true`) over
+`rl_probe.workers` processes, merged into one `chains.jsonl` at the end; the
 readout logits are one forward pass per question. Writes `probe.jsonl` (one row
 per question) beside the log.
 """

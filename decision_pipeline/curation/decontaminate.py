@@ -6,6 +6,9 @@ saw an eval question with its answer in pretraining is not evaluated on held-out
 data. A document is contaminated by a held-out question when its normalised
 text contains the normalised question text and every option text as whole
 words (exact-match decontamination; options can appear in any order or format).
+A question ending in a list ("…in this list: a, b, c?") also matches a document
+holding its head and every list item in any order: a reordered list is the same
+question (`questions.normalised_key` says so too).
 """
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from decision_pipeline.decision.questions import list_parts
 
 _WORDS = re.compile(r"[^\w]+")
 
@@ -31,6 +36,8 @@ class HeldOutQuestion:
     id: str
     question: str
     options: tuple[str, ...]
+    list_head: str = ""               # for a list question: the text before the list ...
+    list_items: tuple[str, ...] = ()  # ... and its items, matched in any order
 
 
 @dataclass(frozen=True)
@@ -52,9 +59,11 @@ def decontaminate(docs: Sequence[dict], held_out: Iterable[HeldOutQuestion]) -> 
     """
     by_text: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
     for q in held_out:
-        text = normalise(q.question)
-        if text.strip():  # an option that normalises to nothing cannot be searched for: skip it, keep the rest
-            by_text[text].append((q.id, tuple(o for o in map(normalise, q.options) if o.strip())))
+        text = normalise(q.list_head) if q.list_items else normalise(q.question)
+        # list items are searched like options (whole words, any order); empty ones cannot be searched for
+        needles = tuple(o for o in map(normalise, (*q.options, *q.list_items)) if o.strip())
+        if text.strip():
+            by_text[text].append((q.id, needles))
     kept, removed = [], {}
     for doc in docs:
         body = normalise(doc["text"])
@@ -65,3 +74,15 @@ def decontaminate(docs: Sequence[dict], held_out: Iterable[HeldOutQuestion]) -> 
         else:
             kept.append(doc)
     return Decontamination(kept, removed)
+
+
+def held_out_questions(items: Sequence[dict]) -> list[HeldOutQuestion]:
+    """Every question outside the training pool split (held-out and RL-fresh): none may reach pretraining."""
+    out = []
+    for q in items:
+        if q["split"] == "pool":
+            continue
+        head, list_items = list_parts(q["question"]) or ("", [])
+        out.append(HeldOutQuestion(q["id"], q["question"], tuple(o["text"] for o in q["options"]), head,
+                                   tuple(list_items)))
+    return out

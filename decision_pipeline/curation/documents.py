@@ -26,6 +26,8 @@ from decision_pipeline.common.params import rule
 from decision_pipeline.curation import _lexicon as lx
 from decision_pipeline.decision.families import reasoning_text
 from decision_pipeline.curation._grammar import CLEAN_GENERATORS, REGISTERS, Draw, near_dup_text, noise_text
+from decision_pipeline.curation.heldout import drop_near_duplicates, split_external
+from decision_pipeline.curation.minhash import MinhashParams
 
 NOISE_KINDS: tuple[str, ...] = ("boilerplate", "repeated", "near_dup", "junk", "short")
 _NOISE_WEIGHTS = np.array([0.2, 0.2, 0.25, 0.15, 0.2])
@@ -49,7 +51,11 @@ class IngestParams:
     """The pool to curate and the held-out dev target (generated, or external files)."""
     n_docs: int = rule(min=1, doc="generated pool size")
     noise_fraction: float = rule(min=0.0, max=0.99, doc="share of generated pool documents that are web noise")
-    dev_per_register: int = rule(min=1, doc="generated dev documents per register")
+    dev_per_register: int = rule(min=1, doc="generated dev-target documents per register (the classifier's target)")
+    heldout_per_register: int = rule(min=1, doc="generated held-out evaluation documents per register (pretrain "
+                                                "perplexity), before near-duplicates of target and pool are dropped")
+    heldout_fraction: float = rule(min=0.0, max=0.9, doc="share of an external dev file (by id hash) that becomes "
+                                                         "the held-out evaluation set; unused when dev is generated")
     dev_registers: list[str] = rule(choices=REGISTERS + ("reasoning",), nonempty=True, doc="registers of the dev target")
     register_weights: dict[str, float] = rule(
         keys=REGISTERS + ("reasoning",), min=0.0, doc="share of clean pool documents per register (a web crawl is not shaped like the target)")
@@ -132,10 +138,10 @@ def generate_pool(n_docs: int, noise_fraction: float, rng: np.random.Generator,
 
 def generate_dev(n_per_register: int | Mapping[str, int], registers: Iterable[str],
                  rng: np.random.Generator, extra_registers: ExtraRegisters | None = None,
-                 avoid_texts: Iterable[str] = ()) -> list[dict]:
+                 avoid_texts: Iterable[str] = (), prefix: str = "dev") -> list[dict]:
     """Held-out dev target docs ``{id, text, register}`` grouped by register.
 
-    Ids are ``dev-<register>-NNNNN`` (never pool ids) and any text equal to one in
+    Ids are ``<prefix>-<register>-NNNNN`` (never pool ids) and any text equal to one in
     ``avoid_texts`` (pass the pool's texts) or already in the dev set is redrawn, so dev
     and pool are disjoint by construction. Use a different generator than the pool's.
     """
@@ -157,7 +163,7 @@ def generate_dev(n_per_register: int | Mapping[str, int], registers: Iterable[st
                 raise PipelineError(f"dev register '{reg}': generator keeps repeating pool/dev "
                                     "texts; make it produce more varied documents")
             seen.add(text)
-            out.append({"id": f"dev-{reg}-{j:05d}", "text": text, "register": reg})
+            out.append({"id": f"{prefix}-{reg}-{j:05d}", "text": text, "register": reg})
     return out
 
 
@@ -239,10 +245,13 @@ def _pool_row(doc: dict) -> dict:
             "meta_json": json.dumps(meta, sort_keys=True, default=str)}
 
 
-def ingest(p: IngestParams, seed: int) -> tuple[list[dict], list[dict], dict]:
-    """Pool rows (POOL_SCHEMA), dev rows (DEV_SCHEMA) and metrics; dev never shares a text with the pool.
+def ingest(p: IngestParams, seed: int,
+           minhash: MinhashParams) -> tuple[list[dict], list[dict], list[dict], dict]:
+    """Pool rows (POOL_SCHEMA), dev-target rows and held-out rows (DEV_SCHEMA), and metrics.
 
-    The generated registers include ``reasoning``: documents in the decision questions' own language.
+    Dev target and held-out set never share a text with the pool; the held-out set also has no
+    near-duplicate (`minhash`) among target and pool documents (see `heldout`). The generated
+    registers include ``reasoning``: documents in the decision questions' own language.
     """
     extra = {"reasoning": _reasoning}
     if p.external_pool:
@@ -254,18 +263,27 @@ def ingest(p: IngestParams, seed: int) -> tuple[list[dict], list[dict], dict]:
     if p.external_dev:
         dev = [{"id": str(d["id"]), "text": d["text"], "register": str(d.get("register", ""))}
                for d in load_external_pool(p.external_dev)]
+        dev, heldout = split_external(dev, p.heldout_fraction)
     else:
         dev = generate_dev(p.dev_per_register, p.dev_registers, make_rng(seed, "dev"), extra_registers=extra,
                            avoid_texts=[d["text"] for d in pool])
+        heldout = generate_dev(p.heldout_per_register, p.dev_registers, make_rng(seed, "heldout"),
+                               extra_registers=extra, avoid_texts=[d["text"] for d in pool + dev], prefix="heldout")
     counts = Counter(d["register"] for d in dev)
     empty = [r for r in p.dev_registers if counts.get(r, 0) == 0]
     if empty:
         raise PipelineError(f"ingest: dev register '{empty[0]}' has no documents; add some or drop it from ingest.dev_registers")
-    overlap = {d["text"] for d in dev} & {d["text"] for d in pool}
+    overlap = {d["text"] for d in dev + heldout} & {d["text"] for d in pool}
     if overlap:
         raise PipelineError(f"ingest: {len(overlap)} dev texts also occur in the pool; the dev target must be held out")
+    heldout, held_report = drop_near_duplicates(heldout, dev, pool, minhash, seed)
+    missing = [r for r in p.dev_registers if r not in held_report["registers"]]
+    if missing:
+        raise PipelineError(f"ingest: held-out register '{missing[0]}' has no documents left after near-duplicate "
+                            "removal; raise ingest.heldout_per_register (or ingest.heldout_fraction)")
     metrics = {"pool_docs": len(pool), "dev_docs": len(dev), "dev_registers": dict(sorted(counts.items())),
+               "heldout_docs": len(heldout), "heldout": held_report,
                "pool_words": int(sum(len(d["text"].split()) for d in pool)),
                "safety_scores": {str(k): v for k, v in sorted(Counter(int(d.get("safety_score") or 0) for d in pool).items())}}
-    dev_rows = [{"id": d["id"], "text": d["text"], "register": d["register"]} for d in dev]
-    return [_pool_row(d) for d in pool], dev_rows, metrics
+    rows = lambda docs: [{"id": d["id"], "text": d["text"], "register": d["register"]} for d in docs]  # noqa: E731
+    return [_pool_row(d) for d in pool], rows(dev), rows(heldout), metrics

@@ -5,15 +5,16 @@ question (dev / eval / calibration items; ``decontaminate``), so neither base
 model has seen an evaluation question with its answer.
 curated: hygiene filters -> MinHash near-duplicate removal -> register
 classifier scores -> selection by `mode` / `overfill` with a reserve tail.
+filtered_random: the same hygiene filters and MinHash, then a seeded uniform draw
+at the same budget (curated − filtered_random is what the classifier adds).
 random: a seeded uniform draw from the decontaminated pool at the same budget
-(the baseline curation must beat). Every pool document gets a drop reason:
+(filtered_random − random is what hygiene and dedup add). Every pool document gets a drop reason:
 '' (candidate), 'contaminated', the name of the hygiene filter that dropped it
 (datatrove style), or 'near_duplicate'.
 """
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,14 +24,14 @@ import pyarrow as pa
 from decision_pipeline.common.hashing import make_rng, sha256_int
 from decision_pipeline.common.params import rule
 from decision_pipeline.curation.classifier import ClassifierParams, RegisterModel, score_docs, train_classifier
-from decision_pipeline.curation.decontaminate import HeldOutQuestion, decontaminate
+from decision_pipeline.curation.decontaminate import decontaminate, held_out_questions
 from decision_pipeline.curation.filters import apply_filters, build_filters
 from decision_pipeline.curation.minhash import MinhashParams, dedup
 from decision_pipeline.curation.selection import (
     MODES, Selection, calibrate_chars_per_token, estimate_token_counts, random_selection, select,
 )
 
-SELECTIONS = ("curated", "random")
+SELECTIONS = ("curated", "filtered_random", "random")
 SCORES_SCHEMA = pa.schema([("id", pa.string()), ("drop_reason", pa.string()), ("scores_json", pa.string())])
 
 
@@ -58,18 +59,18 @@ class Curation:
     metrics: dict
 
 
-def git_rev() -> str:
-    """The checked-out commit, for provenance ('' outside git)."""
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
-    except OSError:
-        return ""
+def code_fingerprint() -> str:
+    """SHA-256 over the curation package's source files, for provenance.
 
-
-def held_out_questions(items: Sequence[dict]) -> list[HeldOutQuestion]:
-    """Every question outside the training pool split: none of them may reach pretraining."""
-    return [HeldOutQuestion(q["id"], q["question"], tuple(o["text"] for o in q["options"]))
-            for q in items if q["split"] != "pool"]
+    Why not the git revision: a cached output must hash the same whenever its inputs do,
+    and the commit changes with every unrelated commit (the lock would never match).
+    """
+    import hashlib
+    from pathlib import Path
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
@@ -85,7 +86,7 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
     filtered = apply_filters(clean.kept, filters)
     deduped = dedup(filtered.kept, p.minhash, seed=seed)
     clf = train_classifier(dev, clean.kept, p.registers, p.classifier, seed=seed)
-    candidates = deduped.kept if name == "curated" else clean.kept
+    candidates = clean.kept if name == "random" else deduped.kept
     scores = score_docs(clf, candidates)
     tokens = estimate_token_counts([d["text"] for d in candidates], chars_per_token)
     if name == "curated":
@@ -105,7 +106,7 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
     provenance = {**provenance, "selection": name, "chars_per_token": round(chars_per_token, 4),
                   "budget_tokens": p.budget_tokens,
                   "config_hash": f"{sha256_int(json.dumps(vars(p), default=vars, sort_keys=True)):016x}",
-                  "git_rev": git_rev()}
+                  "code_fingerprint": code_fingerprint()}
     st = selection.stats
     metrics = {"pool_docs": len(pool),
                "decontamination": {"held_out_questions": len(held_out), "removed_docs": len(clean.removed),

@@ -46,13 +46,15 @@ def keyword(rng: random.Random, level: int) -> dict:
 
 
 def category(rng: random.Random, level: int) -> dict:
-    """choice: which option belongs to a named category? Levels add options (2–4) and move it."""
+    """choice: which option belongs to a named category? Levels add options (2–4).
+
+    Options are shuffled at every level: with the gold always first, a readout that
+    always says A would score 100% on a level and look like knowledge."""
     n_options = (2, 2, 3, 3, 4)[level]
     cats = rng.sample(sorted(CATEGORIES), n_options)
     words = [rng.choice(CATEGORIES[c]) for c in cats]
     order = list(range(n_options))
-    if level > 0:
-        rng.shuffle(order)
+    rng.shuffle(order)
     options = [{"id": f"o{i}", "text": words[j], "value": None} for i, j in enumerate(order)]
     gold = f"o{order.index(0)}"
     trace = [f"{words[j]} is {_article(cats[j])}." for j in order] + [f"The {cats[0]} is {words[0]}."]

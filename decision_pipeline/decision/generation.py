@@ -1,26 +1,27 @@
 """Chain generation with resume: k sampled chains per question, plus a teacher source.
 
-Records go to a JSONL log one line at a time (see `JsonlAppender`), keyed
+Records go to JSONL shard logs one line at a time (see `JsonlAppender`), keyed
 `<question>:<source>:<sample>`, so a killed run resumes where it stopped and
-finishes with the same records an uninterrupted run writes.
+finishes with the same records an uninterrupted run writes; `generate.workers`
+processes share the chunks and a merge writes one `chains.jsonl` in canonical
+order at the end (`decision_pipeline.decision.sharding`).
 """
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from transformers import PreTrainedTokenizerBase
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.fingerprint import model_fingerprint, run_fingerprint
-from decision_pipeline.common.io import JsonlAppender, read_jsonl, write_jsonl
-from decision_pipeline.common.log import info, progress
+from decision_pipeline.common.io import JsonlAppender
 from decision_pipeline.common.params import rule
 from decision_pipeline.decision.prompts import encode, thinking_prefix
 from decision_pipeline.decision.questions import LABELS, THINK_OPEN, assistant_answer, gold_index
-from decision_pipeline.lm.backends import BACKENDS, Backend, Completion, SamplingSettings, backend_for_model, make_backend
+from decision_pipeline.lm.backends import BACKENDS, Backend, Completion, SamplingSettings, make_backend
 from decision_pipeline.lm.backends.openai import TokenCapReached
 
 
@@ -49,7 +50,10 @@ class GenerateParams:
     deadline_minutes: float = rule(min=0.0, doc="stop cleanly at a chunk boundary after this long (0 = none); "
                                                 "`dvc repro` resumes")
     target_pool_size: int = rule(min=1, doc="questions in the production pool, for the CPU/GPU-hours extrapolation")
-    threads: int = rule(min=1, doc="torch CPU threads")
+    threads: int = rule(min=1, doc="torch CPU threads of each worker (not divided among workers: the thread "
+                                   "count can change logits, so every worker uses the same)")
+    workers: int = rule(min=1, doc="generation processes for the base model (CPU), or GPUs with one engine each; "
+                                   "chunk i goes to worker i mod workers and chains.jsonl is the same for any value")
 
 
 def record_id(question_id: str, source: str, sample: int) -> str:
@@ -80,13 +84,17 @@ def solver_record(q: dict, tok: PreTrainedTokenizerBase) -> dict:
 
 def generate_chains(questions: Sequence[dict], sources: dict[str, Backend | None], settings: SamplingSettings,
                     tok: PreTrainedTokenizerBase, log: JsonlAppender, chunk: int = 32,
-                    deadline: float | None = None, progress: Callable[[Iterable], Iterable] = lambda x: x) -> dict:
+                    deadline: float | None = None, progress: Callable[[Iterable], Iterable] = lambda x: x,
+                    shard: tuple[int, int] = (0, 1), skip: AbstractSet[str] = frozenset()) -> dict:
     """Fill `log` with k chains per question per source; return counts and timings.
 
     `sources` maps a source name to a backend, or to None for the solver teacher.
-    Questions whose records are all present are skipped (resume). Returns
+    Records already in `log` or in `skip` (other logs) are not written again (resume).
+    `shard=(r, n)` samples only the chunks i with i % n == r: chunk boundaries and
+    seeds do not depend on n, so n workers together write what one writes. Returns
     `stopped_early=True` when `deadline` (a `time.time()` value) passed.
     """
+    rank, workers = shard
     stats = {"new_records": 0, "gen_seconds": 0.0, "gen_tokens": 0, "gen_questions": 0,
              "stopped_early": False}
     for source, backend in sources.items():
@@ -95,10 +103,10 @@ def generate_chains(questions: Sequence[dict], sources: dict[str, Backend | None
         # seed, so a resumed run regenerates a half-written chunk identically and only
         # appends the records that are missing: same final file as an uninterrupted run.
         chunks = [questions[i:i + chunk] for i in range(0, len(questions), chunk)]
-        for index in progress(range(len(chunks))):
+        for index in progress(range(rank, len(chunks), workers)):
             batch = chunks[index]
             wanted = [record_id(q["id"], source, s) for q in batch for s in range(n)]
-            if all(w in log.done for w in wanted):
+            if all(w in log.done or w in skip for w in wanted):
                 continue
             if deadline is not None and time.time() > deadline:
                 stats["stopped_early"] = True
@@ -114,7 +122,7 @@ def generate_chains(questions: Sequence[dict], sources: dict[str, Backend | None
                 stats["gen_tokens"] += sum(r["n_tokens"] for r in records)
                 stats["gen_questions"] += len(batch)
             for r in records:
-                if r["id"] not in log.done:
+                if r["id"] not in log.done and r["id"] not in skip:
                     log.append(r)
                     stats["new_records"] += 1
     return stats
@@ -123,7 +131,7 @@ def generate_chains(questions: Sequence[dict], sources: dict[str, Backend | None
 # Knobs that decide how far or how fast a run goes, never what a record holds: changing
 # them must not discard a resumable log (raising the teacher's cap continues the run).
 RUN_CONTROL = ("deadline_minutes", "teacher_token_cap", "teacher_usd_per_mtok_in", "teacher_usd_per_mtok_out",
-               "concurrency", "threads")
+               "concurrency", "threads", "workers")
 
 
 def log_fingerprint(p: GenerateParams, seed: int, model_dir: str) -> str:
@@ -137,25 +145,20 @@ def teacher_spent(records: Iterable[dict]) -> int:
     return sum(r["n_tokens"] for r in records if r["source"] == "teacher")
 
 
-def chain_sources(p: GenerateParams, model, tok: PreTrainedTokenizerBase, model_dir: str,
-                  spent: int = 0) -> dict[str, Backend | None]:
-    """The chain sources in generation order: the base model, then the teacher (None = solver).
+def teacher_source(p: GenerateParams, tok: PreTrainedTokenizerBase, spent: int = 0) -> Backend | None:
+    """The second chain source: an OpenAI-compatible backend, or None (the solver, or no teacher).
 
-    An OpenAI-compatible teacher is probed first, so an unreachable endpoint fails
-    before the base model's generation rather than after it."""
-    sources: dict[str, Backend | None] = {}
-    teacher: Backend | None = None
-    if p.teacher == "openai":
-        if not p.teacher_base_url:
-            raise PipelineError("params.yaml: generate.teacher_base_url is empty; set it or use teacher: solver")
-        cap = max(p.teacher_token_cap - spent, 0) if p.teacher_token_cap else None
-        teacher = make_backend("openai", base_url=p.teacher_base_url, model=p.teacher_model,
-                               concurrency=p.concurrency, tokenizer=tok, token_cap=cap)
-        teacher.probe()
-    sources["base"] = backend_for_model(p.backend, model, tok, model_dir, p.batch_size)
-    if p.teacher != "none":
-        sources["teacher"] = teacher
-    return sources
+    An OpenAI-compatible teacher is probed here, before the base model's generation,
+    so an unreachable endpoint fails before anything is sampled or written."""
+    if p.teacher != "openai":
+        return None
+    if not p.teacher_base_url:
+        raise PipelineError("params.yaml: generate.teacher_base_url is empty; set it or use teacher: solver")
+    cap = max(p.teacher_token_cap - spent, 0) if p.teacher_token_cap else None
+    teacher = make_backend("openai", base_url=p.teacher_base_url, model=p.teacher_model,
+                           concurrency=p.concurrency, tokenizer=tok, token_cap=cap)
+    teacher.probe()
+    return teacher
 
 
 def teacher_accounting(records: Sequence[dict], questions_by_id: Mapping[str, dict], tok: PreTrainedTokenizerBase,
@@ -173,8 +176,9 @@ def teacher_accounting(records: Sequence[dict], questions_by_id: Mapping[str, di
 
 def start_log(out: Path, fingerprint: str) -> None:
     """Params or base model changed: the old chains are not resumable, so drop them and record the new run."""
+    from decision_pipeline.decision.sharding import clear_logs  # sharding builds on generate_chains above
     out.mkdir(parents=True, exist_ok=True)
-    (out / "chains.jsonl").unlink(missing_ok=True)
+    clear_logs(out)
     tmp = out / "fingerprint.tmp"
     tmp.write_text(fingerprint + "\n")
     tmp.replace(out / "fingerprint.txt")
@@ -185,36 +189,40 @@ def generate_to_log(p: GenerateParams, seed: int, model, tok: PreTrainedTokenize
     """Fill `out_dir`/chains.jsonl (resuming a run of the same params and model) and return the metrics.
 
     A log written for other params or another base model is discarded first (its
-    fingerprint is kept beside it). `metrics["stopped_early"]` is True when the
-    deadline passed: the log is complete up to a chunk boundary and a rerun resumes.
+    fingerprint is kept beside it). The base model's chains are spread over
+    `p.workers` processes, each with its own shard log; the teacher's follow in this
+    process; `chains.jsonl` is written once, whole, when every chain is in. With
+    `metrics["stopped_early"]` (deadline or teacher token cap) the shard logs are
+    complete up to a chunk boundary, no `chains.jsonl` is written, and a rerun resumes.
     """
+    from decision_pipeline.decision import sharding  # sharding builds on generate_chains above
     out = Path(out_dir)
     fp = log_fingerprint(p, seed, model_dir)
-    fp_file, log_file = out / "fingerprint.txt", out / "chains.jsonl"
+    fp_file = out / "fingerprint.txt"
     stale = not fp_file.exists() or fp_file.read_text().strip() != fp
-    spent = teacher_spent(read_jsonl(log_file)) if log_file.is_file() and not stale else 0
-    # sources first: an unreachable teacher fails before anything in `out_dir` is touched
-    sources = chain_sources(p, model, tok, model_dir, spent)
+    logged = [] if stale else sharding.logged_records(out)
+    # the teacher first: an unreachable endpoint fails before anything in `out_dir` is written
+    teacher = teacher_source(p, tok, teacher_spent(logged))
     if stale:
         start_log(out, fp)
     settings = SamplingSettings(max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
                                 n=p.k, seed=seed, stop_token_ids=(tok.eos_token_id,))
     deadline = started + 60 * p.deadline_minutes if p.deadline_minutes else None
-    with JsonlAppender(log_file) as log:
-        if log.dropped_partial:
-            info("generate", "dropped a torn last line from the previous run")
-        resumed = len(log.done)
-        try:
-            stats = generate_chains(questions, sources, settings, tok, log, p.chunk, deadline,
-                                    progress=lambda it: progress(it, desc="generate", unit="chunk"))
-        except TokenCapReached as exc:
-            return {"stopped_early": True, "records": len(log.done), "stopped_by": "token_cap", "why": str(exc)}
+    workers = sharding.Workers(model_dir, p.backend, p.batch_size, p.threads, p.workers)
+    try:
+        stats = sharding.generate_sharded(out, "base", questions, settings, tok, p.chunk, workers, model, deadline)
+        if not stats["stopped_early"] and p.teacher != "none":
+            chains = sharding.generate_in_process(out, "teacher", teacher, questions, settings, tok, p.chunk,
+                                                  deadline, desc="generate teacher")
+            stats = sharding.combine([stats, chains], parallel=False)
+    except TokenCapReached as exc:
+        return {"stopped_early": True, "records": len(sharding.logged_ids(out)), "stopped_by": "token_cap",
+                "why": str(exc)}
     if stats["stopped_early"]:
-        return {"stopped_early": True, "records": len(log.done), "stopped_by": "deadline",
+        return {"stopped_early": True, "records": len(sharding.logged_ids(out)), "stopped_by": "deadline",
                 "why": f"deadline of {p.deadline_minutes} min reached"}
-    records = canonical_order(read_jsonl(log_file))
-    write_jsonl(log_file, records)  # atomic rewrite in canonical order: a repaired or resumed log hashes the same
-    metrics = generation_metrics(records, questions, stats, resumed, p)
+    records = sharding.merge_logs(out)  # canonical order: a repaired, resumed or sharded log hashes the same
+    metrics = generation_metrics(records, questions, stats, len(logged), p)
     metrics["teacher"] = teacher_accounting(records, {q["id"]: q for q in questions}, tok, p, False)
     return metrics
 
@@ -233,6 +241,7 @@ def generation_metrics(records: Sequence[dict], questions: Sequence[dict], stats
     # hours of this machine to run the base model over a pool of target size, at this run's rate
     hours = round(gen_s / gen_q * p.target_pool_size / 3600, 4) if gen_q else None
     return {"stopped_early": False, "questions": len(questions), "records": len(records), "resumed_records": resumed,
+            "workers": p.workers,
             "base": {"chains": len(base), "finished": sum(r["finish_reason"] == "stop" for r in base),
                      "truncated": sum(r["finish_reason"] == "length" for r in base)},
             "throughput": {"tokens_per_second": round(stats["gen_tokens"] / gen_s, 2) if gen_q else None,

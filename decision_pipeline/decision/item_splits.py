@@ -56,7 +56,7 @@ def assign_splits(questions: list[dict], fractions: dict[str, float]) -> dict[st
 
 
 def duplicate_report(questions: list[dict], splits: dict[str, str]) -> dict:
-    """Exact duplicates (same normalised question and options) within and across splits."""
+    """Duplicates (same normalised key: question, list items and options in any order) before they are dropped."""
     by_key: dict[str, set[str]] = {}
     counts = Counter()
     for q in questions:
@@ -85,10 +85,25 @@ def build_items(p: ItemsParams, seed: int) -> tuple[list[dict], dict]:
     check_unique_ids(questions + external, p.external)
     questions += external
     splits = assign_splits(questions, dict(p.splits))
+    report = duplicate_report(questions, splits)
+    questions = drop_duplicates(questions)
     rows = sorted((to_row(q, splits[q["id"]]) for q in questions), key=lambda r: r["id"])
-    per_split = Counter(splits.values())
+    per_split = Counter(splits[q["id"]] for q in questions)
     metrics = {"n_items": len(rows), "splits": {s: per_split.get(s, 0) for s in SPLITS},
                "families": dict(sorted(Counter(q["family"] for q in questions).items())),
                "tasks": dict(sorted(Counter(q["task"] for q in questions).items())),
-               **duplicate_report(questions, splits)}
+               **report, "duplicates_dropped": report["duplicate_questions"]}
     return rows, metrics
+
+
+def drop_duplicates(questions: list[dict]) -> list[dict]:
+    """One question per normalised key, the lowest id kept (a documented, order-free tie-break).
+
+    Why: a duplicate inside eval counts one question twice in every accuracy and CI; inside
+    the pool it doubles one question's weight in training. Twins always share a split
+    (the split hashes the key), so keeping one per key loses no split's coverage.
+    """
+    kept: dict[str, dict] = {}
+    for q in sorted(questions, key=lambda q: q["id"]):
+        kept.setdefault(normalised_key(q), q)
+    return list(kept.values())

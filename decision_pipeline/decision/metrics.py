@@ -312,14 +312,16 @@ def ece_change(calibrated: Table, raw: Table, n_bins: int = 10, n_resamples: int
 
 
 def gate(comparison: dict, table_base: Table, n_resamples: int = 1000, seed: int = 0) -> dict:
-    """Did a later training stage keep what it must? Unfinished/loop rate fell, the readout stayed
-    inside the baseline's 95% CI, thinking did not get worse (its paired CI reaches zero or above)."""
+    """Did a later training stage keep what it must? The unfinished/loop rate did not rise (`unfinished_fell`
+    says whether it fell: impossible when the baseline has none), the readout stayed inside the baseline's
+    95% CI, and thinking did not get worse (its paired CI reaches zero or above)."""
     low, high = stats.bootstrap_ci(table_base["readout_correct"].astype(float), n_resamples=n_resamples, seed=seed)[1:]
     readout = comparison["readout_accuracy"]["model"]
     unfinished, thinking = comparison["unfinished_rate"], comparison["thinking_accuracy"]
-    out = {"unfinished_fell": bool(unfinished["diff"] < 0), "unfinished_diff": unfinished["diff"],
+    out = {"unfinished_fell": bool(unfinished["diff"] < 0), "unfinished_not_worse": bool(unfinished["diff"] <= 0),
+           "unfinished_diff": unfinished["diff"],
            "readout_inside_baseline_ci": bool(low <= readout <= high), "baseline_readout_ci": [_r(low), _r(high)],
            "thinking_not_worse": bool(thinking["ci_high"] >= 0),
            "thinking_gain_significant": bool(thinking["ci_low"] > 0)}
-    out["passed"] = out["unfinished_fell"] and out["readout_inside_baseline_ci"] and out["thinking_not_worse"]
+    out["passed"] = out["unfinished_not_worse"] and out["readout_inside_baseline_ci"] and out["thinking_not_worse"]
     return out

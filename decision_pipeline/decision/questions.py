@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -135,14 +136,34 @@ def load_split(path: str | Path, split: str) -> list[dict]:
     return questions
 
 
+_LIST_TAIL = re.compile(r"^(?P<head>.*?:)\s*(?P<items>[^:]*,[^:]*?)\s*(?P<end>[?.!]?)$")
+
+
+def list_parts(text: str) -> tuple[str, list[str]] | None:
+    """(head, items) of a question ending in a colon-introduced comma list, else None.
+
+    "Is the word cat in this list: dog, cat?" -> ("Is the word cat in this list:", ["dog", "cat"]).
+    The items are the part whose order carries no meaning.
+    """
+    m = _LIST_TAIL.match(text.strip())
+    if m is None:
+        return None
+    return m["head"], [i.strip() for i in m["items"].split(",") if i.strip()]
+
+
 def normalised_key(q: dict) -> str:
     """Key for duplicate detection: normalised question text and the SET of option texts.
 
-    Options are sorted: the same question with its options shuffled is the same
-    question (a model trained on one has seen the other), so it must share a split.
+    Options are sorted, and so are the items of a trailing list ("…in this list: a, b, c?"):
+    the same question with its options or list items reordered is the same question (a
+    model trained on one has seen the other), so it must share a split.
     """
     norm = lambda s: " ".join(s.lower().split())  # noqa: E731
-    return norm(q["question"]) + "\x00" + "\x00".join(sorted(norm(o["text"]) for o in q["options"]))
+    text = norm(q["question"])
+    parts = list_parts(text)
+    if parts is not None:
+        text = parts[0] + " " + ", ".join(sorted(parts[1]))
+    return text + "\x00" + "\x00".join(sorted(norm(o["text"]) for o in q["options"]))
 
 
 def gold_index(q: dict) -> int:

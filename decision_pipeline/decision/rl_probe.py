@@ -6,7 +6,8 @@ model gets right 1..k-1 times out of k. Candidates are fresh questions (the
 `rl` split: never seen by pretraining, SFT or evaluation) and a subset of the
 SFT pool questions. Chains are sampled exactly as RL samples them
 (`rl.temperature`, `rl.top_p`, `rl.max_completion_length`) through the
-`generate` machinery: a resumable JSONL log, hf/vllm backends.
+`generate` machinery: resumable shard logs over `rl_probe.workers` processes, one
+merged `chains.jsonl` in canonical order, hf/vllm backends.
 """
 from __future__ import annotations
 
@@ -19,14 +20,14 @@ import numpy as np
 
 from decision_pipeline.common.fingerprint import model_fingerprint, run_fingerprint
 from decision_pipeline.common.hashing import stable_subset
-from decision_pipeline.common.io import JsonlAppender, read_jsonl, write_jsonl, write_text_atomic
-from decision_pipeline.common.log import info, progress
+from decision_pipeline.common.io import write_text_atomic
+from decision_pipeline.common.log import info
 from decision_pipeline.common.params import rule
-from decision_pipeline.decision.generation import canonical_order, generate_chains
+from decision_pipeline.decision import sharding
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.prompts import chain_until_close
 from decision_pipeline.decision.questions import gold_index
-from decision_pipeline.lm.backends import BACKENDS, SamplingSettings, backend_for_model
+from decision_pipeline.lm.backends import BACKENDS, SamplingSettings
 
 SOURCE = "sft"
 ORIGINS = ("fresh", "sft")
@@ -41,7 +42,9 @@ class RlProbeParams:
     backend: str = rule(choices=BACKENDS, doc="engine that samples the probe chains: hf or vllm")
     batch_size: int = rule(min=1, doc="prompts per forward batch")
     chunk: int = rule(min=1, doc="questions per resumable unit of the log")
-    threads: int = rule(min=1, doc="torch CPU threads")
+    threads: int = rule(min=1, doc="torch CPU threads of each worker (the same for any number of workers)")
+    workers: int = rule(min=1, doc="probe processes (CPU) or GPUs with one engine each; chunk i goes to worker "
+                                   "i mod workers and chains.jsonl is the same for any value")
 
 
 @dataclass(frozen=True)
@@ -62,26 +65,28 @@ def candidates(pool: Sequence[dict], fresh: Sequence[dict], p: RlProbeParams) ->
 def probe_log(p: RlProbeParams, s: ProbeSampling, seed: int, model, tok, model_dir: str,
               questions: Sequence[dict], out_dir: str | Path) -> dict:
     """Fill `out_dir`/chains.jsonl with k chains per question (resuming a run of the same
-    params and model), rewrite it in canonical order, and return generation counts."""
+    params and model; `p.workers` processes share the chunks), written once in canonical
+    order when complete, and return generation counts.
+
+    `chunk` is part of the fingerprint: chunk i is sampled with its own seed, so another
+    chunk size gives other chains and a log cut differently must not be resumed."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    content = {k: v for k, v in asdict(p).items() if k not in ("threads", "chunk")}
+    content = {k: v for k, v in asdict(p).items() if k not in ("threads", "workers")}
     fp = run_fingerprint(content, asdict(s), seed, [q["id"] for q in questions], model_fingerprint(model_dir))
-    fp_file, log_file = out / "fingerprint.txt", out / "chains.jsonl"
+    fp_file = out / "fingerprint.txt"
     if not fp_file.is_file() or fp_file.read_text().strip() != fp:
-        if log_file.exists():
+        if (out / sharding.MERGED).exists() or sharding.shard_logs(out):
             info("rl_probe", "params, questions or model changed: the old probe log is not resumed")
-        log_file.unlink(missing_ok=True)
+        sharding.clear_logs(out)
         write_text_atomic(fp_file, fp + "\n")
-    backend = backend_for_model(p.backend, model, tok, model_dir, p.batch_size)
     settings = SamplingSettings(max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
                                 n=p.k, seed=seed, stop_token_ids=(tok.eos_token_id,))
-    with JsonlAppender(log_file) as log:
-        resumed = len(log.done)
-        stats = generate_chains(questions, {SOURCE: backend}, settings, tok, log, p.chunk,
-                                progress=lambda it: progress(it, desc="rl_probe", unit="chunk"))
-    write_jsonl(log_file, canonical_order(read_jsonl(log_file)))
-    return {"resumed_records": resumed, "new_records": stats["new_records"],
+    resumed = len(sharding.logged_ids(out))
+    workers = sharding.Workers(model_dir, p.backend, p.batch_size, p.threads, p.workers)
+    stats = sharding.generate_sharded(out, SOURCE, questions, settings, tok, p.chunk, workers, model, desc="rl_probe")
+    sharding.merge_logs(out)
+    return {"resumed_records": resumed, "new_records": stats["new_records"], "workers": p.workers,
             "tokens_per_second": round(stats["gen_tokens"] / max(stats["gen_seconds"], 1e-9), 1)
             if stats["gen_questions"] else None}
 

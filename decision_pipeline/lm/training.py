@@ -30,7 +30,7 @@ GRAD_CLIP = 1.0
 
 @dataclass
 class PretrainParams:
-    """The small GPT, its training loop and the noise-floor re-orderings (stage `pretrain`)."""
+    """The small GPT, its training loop and the seeds every selection is trained over (stage `pretrain`)."""
     model: TinyModelSpec = rule(doc="shape of the from-config Qwen2 model")
     seq_len: int = rule(min=16, doc="training and evaluation window in tokens")
     batch_size: int = rule(min=1, doc="windows per optimizer step")
@@ -39,8 +39,8 @@ class PretrainParams:
     epochs: int = rule(min=1, doc="passes over the packed budget")
     bf16: bool = rule(doc="bf16 autocast on CPU")
     threads: int = rule(min=1, doc="torch CPU threads")
-    noise_selection: str = rule(doc="the selection whose re-orderings measure the noise floor")
-    noise_reorderings: int = rule(min=0, doc="extra runs on re-ordered documents for the noise floor; 0 = none")
+    seeds: int = rule(min=1, doc="runs per selection, each with its own init seed and document order; the spread "
+                                 "over them is the noise any gap between selections must beat")
 
 
 def selected_texts(pool: Mapping[str, str], ids: Sequence[str], selection: str) -> list[str]:
@@ -165,28 +165,36 @@ def train_and_eval(docs_ids: Sequence[Sequence[int]], dev: DevSet, tok: PreTrain
     return model, log, report
 
 
-def pretrain(name: str, texts: Sequence[str], dev_rows: Sequence[Mapping], tok: PreTrainedTokenizerBase,
+def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], tok: PreTrainedTokenizerBase,
              p: PretrainParams, budget: int, seed: int) -> tuple[PreTrainedModel, list[dict], dict]:
-    """Train on selection `name` (its texts in selection order); (model, loss log, metrics).
+    """Train on selection `name` over `p.seeds` seeds; (seed-0 model, its loss log, metrics).
 
-    For `p.noise_selection` it also retrains on `p.noise_reorderings` seeded
-    re-orderings of the same documents: their perplexity spread is the noise
-    floor a curated-vs-random gap must beat.
+    Seed k initialises with `seed + k` and, for k >= 1, packs the documents in a seeded
+    re-ordering (which also changes the window order): every selection gets the same
+    treatment, so the arms compare as mean and range over seeds, not as one lucky run.
+    `heldout` in the metrics is the seed-0 model (the one saved and used downstream).
     """
     docs_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
-    dev = encode_dev(tok, dev_rows)
-    model, log, report = train_and_eval(docs_ids, dev, tok, p, budget, seed, f"pretrain {name}")
+    heldout = encode_dev(tok, heldout_rows)
+    model, log, report = train_and_eval(docs_ids, heldout, tok, p, budget, seed, f"pretrain {name}")
     metrics = {"heldout": report, "params": count_params(model), "train": {
         "tokens": budget, "steps": len(log), "final_loss": log[-1]["loss"],
         "tokens_per_second": round(log[-1]["tokens"] / max(log[-1]["seconds"], 1e-9), 1)}}
-    n_noise = p.noise_reorderings if name == p.noise_selection else 0
-    if n_noise:
-        ppls = [report["ppl"]]
-        for k in range(n_noise):
-            order = make_rng(seed, "reorder", k).permutation(len(docs_ids))
-            info("pretrain", f"noise floor: re-ordering {k + 1}/{n_noise}")
-            _, _, r = train_and_eval([docs_ids[i] for i in order], dev, tok, p, budget, seed, f"reorder {k + 1}")
-            ppls.append(r["ppl"])
-        metrics["noise"] = {"ppls": ppls, "ppl_halfrange": round((max(ppls) - min(ppls)) / 2, 4),
-                            "ppl_std": round(float(np.std(ppls)), 4)}
+    reports = [report]
+    for k in range(1, p.seeds):
+        order = make_rng(seed, "reorder", k).permutation(len(docs_ids))
+        info("pretrain", f"{name}: seed {k + 1}/{p.seeds}")
+        _, _, r = train_and_eval([docs_ids[i] for i in order], heldout, tok, p, budget, seed + k,
+                                 f"{name} seed {k + 1}")
+        reports.append(r)
+    metrics["seeds"] = seed_spread(reports)
     return model, log, metrics
+
+
+def seed_spread(reports: Sequence[Mapping]) -> dict:
+    """Held-out perplexity and bits per byte over seeds: each run, mean, min, max and half-range."""
+    ppls = [r["ppl"] for r in reports]
+    bpbs = [r["bpb"] for r in reports]
+    return {"n": len(reports), "ppl": ppls, "ppl_mean": round(float(np.mean(ppls)), 4),
+            "ppl_min": min(ppls), "ppl_max": max(ppls), "ppl_halfrange": round((max(ppls) - min(ppls)) / 2, 4),
+            "bpb": bpbs, "bpb_mean": round(float(np.mean(bpbs)), 6)}

@@ -90,26 +90,29 @@ def items_and_pool(store: Store, out: Path) -> Path:
 
 
 # ------------------------------------------------------------- curation
+ARMS = ("curated", "filtered_random", "random")
+
+
 def ppl_by_register(store: Store, out: Path) -> Path:
-    cur, rnd = "metrics/pretrain/curated.json", "metrics/pretrain/random.json"
-    regs = sorted(store.mapping(cur, "heldout.registers"))
-    noise = store.number(cur, "noise.ppl_halfrange")
-    labels = ["all (dev set)"] + regs
-    c = [store.number(cur, "heldout.ppl")] + [store.number(cur, f"heldout.registers.{r}.ppl") for r in regs]
-    r = [store.number(rnd, "heldout.ppl")] + [store.number(rnd, f"heldout.registers.{g}.ppl") for g in regs]
+    """Per-register held-out perplexity of each arm's seed-0 model; 'all' carries each arm's seed range."""
+    rels = {a: f"metrics/pretrain/{a}.json" for a in ARMS}
+    regs = sorted(store.mapping(rels["curated"], "heldout.registers"))
+    labels = ["all (held-out set)"] + regs
     x = np.arange(len(labels))
+    width = 0.8 / len(ARMS)
     with figure() as (fig, axes):
         ax = axes[0, 0]
-        b1 = ax.bar(x - 0.2, c, 0.4, label="curated", color=color(0))
-        b2 = ax.bar(x + 0.2, r, 0.4, label="random", color=color(1))
-        ax.errorbar([x[0] - 0.2], [c[0]], yerr=[noise], fmt="none", ecolor="black", capsize=4,
-                    label=f"noise: \u00b1{noise:.2f} (half-range over curated orderings)")
-        ax.bar_label(b1, labels=[""] + [f"{v:.2f}" for v in c[1:]], padding=2, fontsize=7)
-        ax.text(x[0] - 0.2, c[0] + noise, f"{c[0]:.2f}", ha="center", va="bottom", fontsize=7)  # above the noise bar
-        bar_labels(ax, b2, r, ".2f")
+        for i, (arm, rel) in enumerate(rels.items()):
+            vals = [store.number(rel, "heldout.ppl")] + [store.number(rel, f"heldout.registers.{r}.ppl") for r in regs]
+            pos = x + (i - (len(ARMS) - 1) / 2) * width
+            bars = ax.bar(pos, vals, width, label=arm, color=color(i))
+            lo, hi = store.number(rel, "seeds.ppl_min"), store.number(rel, "seeds.ppl_max")
+            ax.errorbar([pos[0]], [vals[0]], yerr=[[max(vals[0] - lo, 0)], [max(hi - vals[0], 0)]], fmt="none",
+                        ecolor="black", capsize=3)
+            bar_labels(ax, bars, vals, ".2f")
         ax.set_xticks(x, labels)
-        ax.set(ylabel="held-out perplexity (per token, lower is better)", xlabel="dev register",
-               title="Held-out perplexity: curated vs random selection")
+        ax.set(ylabel="held-out perplexity (per token, lower is better)", xlabel="held-out register",
+               title="Held-out perplexity per selection (bars on 'all': range over seeds)")
         ax.margins(y=0.12)
         ax.legend(loc="upper left")
         return save(fig, out)
@@ -118,10 +121,10 @@ def ppl_by_register(store: Store, out: Path) -> Path:
 def pretrain_loss(store: Store, out: Path) -> Path:
     with figure() as (fig, axes):
         ax = axes[0, 0]
-        for i, name in enumerate(("curated", "random")):
+        for i, name in enumerate(ARMS):
             rows = store.rows(f"plots/pretrain/{name}_loss.json", ("step", "loss"))
             ax.plot([r["step"] for r in rows], [r["loss"] for r in rows], color=color(i), lw=1.5, label=name)
-        ax.set(xlabel="optimizer step", ylabel="training loss (nats/token)", title="Pretraining loss")
+        ax.set(xlabel="optimizer step", ylabel="training loss (nats/token)", title="Pretraining loss (seed 0)")
         ax.legend()
         return save(fig, out)
 

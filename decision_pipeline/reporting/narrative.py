@@ -62,6 +62,20 @@ def vs_noise(what: str, a: float, b: float, noise: float, spec: str = ".2f",
     return f"{head}: {lower_is if d < 0 else higher_is}, beyond the noise."
 
 
+def vs_spread(what: str, a: tuple[float, float, float], b: tuple[float, float, float], spec: str = ".2f",
+              lower_is: str = "lower", higher_is: str = "higher", runs: str = "seeds") -> str:
+    """Two arms as (mean, min, max) over repeated runs: a direction only when the ranges do not overlap."""
+    (ma, la, ha), (mb, lb, hb) = a, b
+    head = (f"{what}: {format(ma, spec)} [{format(la, spec)}\u2013{format(ha, spec)}] vs {format(mb, spec)} "
+            f"[{format(lb, spec)}\u2013{format(hb, spec)}] (mean [range] over {runs}; difference of means "
+            f"{signed(ma - mb, spec)})")
+    if ha < lb:
+        return f"{head}: {lower_is}, the ranges do not overlap."
+    if la > hb:
+        return f"{head}: {higher_is}, the ranges do not overlap."
+    return f"{head}: no difference detected (the ranges overlap)."
+
+
 def point_only(what: str, a: float, b: float | None = None, what_b: str = "", spec: str = ".3f") -> str:
     """Point estimates where no CI or noise floor is recorded: say so instead of claiming."""
     if b is None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
+from decision_pipeline.reporting import plots_offline
 from decision_pipeline.reporting.registry import Headline, halfwidth_from_summary
 from decision_pipeline.reporting.sections import SECTIONS
 from decision_pipeline.reporting.sources import lookup
@@ -164,8 +165,9 @@ def review_markdown(base: str, params_diff: dict, metrics_diff: dict, old_noise:
             out += ["", f"<details><summary>{len(other)} changes without a recorded noise "
                         "(or added/removed)</summary>", ""] + _table(other, base) + ["", "</details>"]
     if plots_dir:
-        out += ["", "### Plots", "", f"`dvc plots diff {base}` is in `{plots_dir}/index.html` (image plots render "
-                "offline; the data plots' Vega scripts load from a CDN)."]
+        out += ["", "### Plots", "", f"`dvc plots diff {base}` is in `{plots_dir}/index.html`: the data plots redrawn "
+                "as PNGs and both revisions' image plots side by side, no scripts or network needed (open the file "
+                "in any browser); files missing in a revision are listed at the top of the page."]
     return "\n".join(out) + "\n"
 
 
@@ -199,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", default="main", help="git revision to compare the workspace with")
     ap.add_argument("--out", default="review", help="folder for review.md and the plots diff")
-    ap.add_argument("--no-plots", action="store_true", help="skip `dvc plots diff`")
+    ap.add_argument("--no-plots", action="store_true", help="skip the offline `dvc plots diff` page")
     args = ap.parse_args(argv)
     try:
         if subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.base}^{{commit}}"],
@@ -213,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         plots = None
         if not args.no_plots:
             plots = f"{args.out}/plots"
-            _run(["dvc", "plots", "diff", args.base, "-o", plots])
+            plots_offline.build(args.base, Path(plots))
         text = review_markdown(args.base, params, metrics, old, new, plots)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,4 +1,6 @@
-"""``python -m decision_pipeline.bench.s1mb`` run as a subprocess, as the pipeline and users run it."""
+"""``python -m decision_pipeline.bench.s1mb`` run as a subprocess, as the pipeline and users run it;
+then the two passes of ``metrics`` (fast column-wise, strict per-line) compared in-process."""
+import gc
 import json
 import subprocess
 import sys
@@ -7,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from decision_pipeline.bench.s1mb import METRIC_KEYS
+from decision_pipeline.bench.s1mb.cli import InputError, _metrics_fast, _metrics_strict, metrics_from_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,3 +140,101 @@ def test_aggregate_bad_input_exits_2(tmp_path, text, problem):
 def test_missing_file_is_a_one_line_error(tmp_path):
     done = cli("metrics", tmp_path / "absent.jsonl")
     assert done.returncode == 2 and "cannot read" in done.stderr and done.stderr.count("\n") == 1
+
+
+# The metrics command runs a fast column-wise pass and falls back to the strict per-line
+# pass (which words the error) on anything the fast pass does not accept. The fast pass
+# must accept exactly what the strict pass accepts, with the same metrics.
+
+SCALE = [{"id": "lo", "value": 1}, {"id": "mid", "value": 2.5}, {"id": "hi", "value": 5}]
+
+
+def valid_lines():
+    """Every accepted variant: soft targets, null predictions, reordered keys and options."""
+    lines = [noul_line(f"n{i}", float(i % 3 == 0), None if i % 7 == 0 else (i % 5) / 4) for i in range(30)]
+    lines.append({"prediction": {"true": 0.25, "false": 0.75}, "target": {"true": 0.4, "false": 0.6},
+                  "options": [{"id": "true"}, {"id": "false"}], "question_id": "q2", "case_id": "n1",
+                  "task": "noul", "benchmark": "demo-noul-test-v1"})  # keys and options in another order
+    lines.append("")  # blank lines are skipped
+    lines += [judgment("demo-score-test-v1", "score", f"s{i}", {"lo": 0.5, "mid": 0.25, "hi": 0.25},
+                       None if i == 3 else {"lo": 0.1, "mid": 0.3, "hi": 0.6}, SCALE) for i in range(6)]
+    lines += [judgment("demo-choice-test-v1", "choice", f"k{i}", {"a": 0.0, "b": 1.0, "c": 0.0},
+                       {"a": 0.2, "b": 0.3, "c": 0.5}, [{"id": "a", "value": 1}, {"id": "b"}, {"id": "c", "value": None}],
+                       question=f"q{i % 2}") for i in range(8)]
+    return lines
+
+
+def test_fast_pass_gives_the_strict_pass_metrics(tmp_path):
+    path = write_lines(tmp_path / "j.jsonl", valid_lines())
+    fast = _metrics_fast(path)  # raises if the fast pass refuses valid input (then it would only cost time)
+    assert fast == _metrics_strict(path) == metrics_from_jsonl(path)
+    assert gc.isenabled()  # the fast pass pauses the collector and must turn it back on
+    assert list(fast) == ["demo-noul-test-v1", "demo-score-test-v1", "demo-choice-test-v1"]
+
+
+def _base(**change):
+    line = judgment("b", "noul", "c", {"false": 0.25, "true": 0.75}, {"false": 0.5, "true": 0.5})
+    line.update(change)
+    return line
+
+
+def _text(line, old, new):
+    text = json.dumps(line)
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+@pytest.mark.parametrize("bad", [
+    # JSON the decoder alone would accept: duplicate keys (the dict keeps a valid value), NaN, overflow
+    _text(_base(), '"true": 0.75}', '"true": 0.75, "true": 0.75}'),
+    _text(_base(prediction=None), '"prediction": null', '"prediction": null, "prediction": {"false": 0, "true": 1}'),
+    _text(_base(), '"false": 0.5', '"false": NaN'),
+    _text(_base(), '"false": 0.5', '"false": -Infinity'),
+    _text(_base(benchmark="b2", task="choice"), '{"id": "false"}', '{"id": "false", "value": 1e999}'),
+    _text(_base(benchmark="b2", task="choice"), '{"id": "false"}', '{"id": "false", "value": NaN}'),
+    _text(_base(), '"false": 0.25', '"false": 1e999'),
+    "[1, 2]", '"text"', "{not json",
+    # fields and ids
+    {k: v for k, v in _base().items() if k != "options"}, {**_base(), "extra": 1},
+    _base(benchmark="bad id"), _base(benchmark=7), _base(case_id=3), _base(question_id=None),
+    _base(task="rank"), _base(task=["noul"]),
+    # options
+    _base(options={"false": {}, "true": {}}), _base(options=[{"id": "false"}]), _base(options=[]),
+    _base(options=[{"id": "false"}, {"id": "true"}, {"id": "true"}]), _base(options=[{"id": "false"}, "true"]),
+    _base(options=[{"id": "false"}, {"id": "true", "label": "yes"}]), _base(options=[{"id": "false"}, {"value": 1}]),
+    _base(options=[{"id": "false"}, {"id": 1}]), _base(options=[{"id": "no"}, {"id": "yes"}]),
+    _base(benchmark="b2", task="choice", options=[{"id": "false", "value": True}, {"id": "true"}]),
+    _base(benchmark="b2", task="choice", options=[{"id": "false", "value": "1"}, {"id": "true"}]),
+    _base(benchmark="b2", task="score", options=[{"id": "false", "value": 0}, {"id": "true"}]),
+    _base(benchmark="b2", task="score", options=[{"id": "false", "value": 0}, {"id": "true", "value": None}]),
+    _base(benchmark="b2", task="score", options=[{"id": "false", "value": 2}, {"id": "true", "value": 2.0}]),
+    # target and prediction
+    _base(target=[0.25, 0.75]), _base(target={"false": 0.25}), _base(target={"false": 0.5, "true": 0.6}),
+    _base(target={"false": False, "true": True}), _base(target={"false": "0", "true": 1}),
+    _base(prediction="null"), _base(prediction=[0.5, 0.5]), _base(prediction={"false": 0.5, "yes": 0.5}),
+    _base(prediction={"false": -0.5, "true": 1.5}), _base(prediction={"false": 0.5, "true": 0.5, "x": 0}),
+    # (choice and score lines above use their own benchmark: a second task for "b" is refused anyway)
+    # across lines: a second task for the benchmark, a duplicate judgment
+    _base(task="choice"), _base(case_id="c0"),
+], ids=lambda bad: (bad if isinstance(bad, str) else json.dumps(bad))[-60:])
+def test_fast_pass_refuses_every_line_the_strict_pass_rejects(tmp_path, bad):
+    path = write_lines(tmp_path / "bad.jsonl", [noul_line("c0", 1, 1, bench="b"), bad, noul_line("c9", 0, 0, bench="b")])
+    with pytest.raises(Exception):
+        _metrics_fast(path)
+    with pytest.raises(InputError) as strict:
+        _metrics_strict(path)
+    with pytest.raises(InputError) as err:
+        metrics_from_jsonl(path)
+    assert str(err.value) == str(strict.value) and str(err.value).startswith(f"{path}:2: ")
+    assert gc.isenabled()
+
+
+def test_first_bad_line_is_reported_when_a_later_line_fails_a_column_check(tmp_path):
+    # line 2's target sum is only checked when scoring; line 3 fails a check of the fast pass first
+    lines = [noul_line("c0", 1, 1, bench="b"), _base(case_id="c1", target={"false": 0.5, "true": 0.6}),
+             _base(case_id="c2", task="rank")]
+    path = write_lines(tmp_path / "bad.jsonl", lines)
+    with pytest.raises(InputError) as err:
+        metrics_from_jsonl(path)
+    assert str(err.value) == (f"{path}:2: benchmark 'b' case 'c1' question 'q': "
+                              "target probabilities sum to 1.1, not within 1e-5 of 1")

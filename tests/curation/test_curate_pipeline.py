@@ -80,17 +80,39 @@ def test_unknown_filter_fails_before_any_work(planted, dev, items):
         curate("curated", planted, dev, items, words, params(filters={"langid": {}}), seed=3, provenance={})
 
 
-def test_ingest_pool_and_dev_are_disjoint_and_counted():
-    p = IngestParams(n_docs=120, noise_fraction=0.25, dev_per_register=3,
+MINHASH = MinhashParams(num_perm=64, bands=16, rows=4, ngram=5)
+
+
+def test_ingest_pool_dev_and_heldout_are_disjoint_and_counted():
+    p = IngestParams(n_docs=120, noise_fraction=0.25, dev_per_register=3, heldout_per_register=4, heldout_fraction=0.5,
                      dev_registers=["news", "qa", "reasoning"], register_weights={"news": 1.0, "reasoning": 1.0},
                      external_pool="", external_dev="")
-    pool, dev, metrics = ingest(p, seed=5)
+    pool, dev, heldout, metrics = ingest(p, seed=5, minhash=MINHASH)
     assert len(pool) == metrics["pool_docs"] == 120 and len(dev) == metrics["dev_docs"] == 9
     assert metrics["dev_registers"] == {"news": 3, "qa": 3, "reasoning": 3}
-    assert not {d["text"] for d in dev} & {d["text"] for d in pool}
+    assert len(heldout) == metrics["heldout_docs"] == 12 - metrics["heldout"]["near_duplicates_dropped"]
+    assert all(d["id"].startswith("heldout-") for d in heldout)
+    texts = [{d["text"] for d in part} for part in (pool, dev, heldout)]
+    assert not texts[0] & texts[1] and not texts[0] & texts[2] and not texts[1] & texts[2]
     assert sum(metrics["safety_scores"].values()) == 120
     assert all(set(json.loads(r["meta_json"])) >= {"meta_kind", "meta_register"} for r in pool)
-    again, _, _ = ingest(p, seed=5)
-    assert again == pool
-    assert ingest(p, seed=6)[0] != pool
+    again, _, held_again, _ = ingest(p, seed=5, minhash=MINHASH)
+    assert again == pool and held_again == heldout
+    assert ingest(p, seed=6, minhash=MINHASH)[0] != pool
     assert np.isclose(metrics["pool_words"], sum(len(r["text"].split()) for r in pool))
+
+
+def test_heldout_near_duplicates_of_target_or_pool_are_dropped():
+    from decision_pipeline.curation.heldout import drop_near_duplicates, split_external
+    words = " ".join(f"w{i}" for i in range(60))
+    target = [{"id": "t0", "text": words, "register": "news"}]
+    pool = [{"id": "p0", "text": "completely different text " * 12, "register": ""}]
+    heldout = [{"id": "h0", "text": words + " extra", "register": "news"},           # near-dup of the target
+               {"id": "h1", "text": "completely different text " * 12 + "x", "register": "qa"},  # of the pool
+               {"id": "h2", "text": " ".join(f"v{i}" for i in range(60)), "register": "qa"}]
+    kept, report = drop_near_duplicates(heldout, target, pool, MINHASH, seed=0)
+    assert [d["id"] for d in kept] == ["h2"] and report["near_duplicates_dropped"] == 2
+    docs = [{"id": f"d{i}", "text": str(i), "register": "qa"} for i in range(200)]
+    tgt, held = split_external(docs, 0.5)
+    assert len(tgt) + len(held) == 200 and 60 < len(held) < 140 and not {d["id"] for d in tgt} & {d["id"] for d in held}
+    assert split_external(docs, 0.5) == (tgt, held)

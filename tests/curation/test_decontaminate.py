@@ -65,3 +65,17 @@ def test_every_contained_question_is_counted():
     twin = HeldOutQuestion("q1b", CITY.question, tuple(reversed(CITY.options)))
     out = decontaminate(_docs("Which one is a city? tokyo or hammer"), [CITY, twin])
     assert out.removed == {"d0": ["q1", "q1b"]} and out.questions_found == 2
+
+
+def test_a_reordered_list_question_is_still_caught():
+    """A pool document holding a held-out list question with its list reordered saw that question."""
+    from decision_pipeline.curation.decontaminate import held_out_questions
+    q = {"id": "k1", "split": "eval", "question": "Is the word lamp in this list: door, lamp, cloud?",
+         "options": [{"text": "no"}, {"text": "yes"}]}
+    held = held_out_questions([q, {**q, "id": "p1", "split": "pool"}])
+    assert [h.id for h in held] == ["k1"] and held[0].list_items == ("door", "lamp", "cloud")
+    docs = _docs("Is the word lamp in this list: cloud, door, lamp? yes or no. Answer: yes",
+                 "Is the word lamp in this list: cloud, lamp? yes / no",      # door missing: another question
+                 "Is the word lamp in this list: door, lamp, cloud? no yes")
+    out = decontaminate(docs, held)
+    assert sorted(out.removed) == ["d0", "d2"] and [d["id"] for d in out.kept] == ["d1"]

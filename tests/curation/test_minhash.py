@@ -66,17 +66,32 @@ def test_signatures_follow_mersenne_formula_and_thread_invariant(pool):
             assert int(sig1[d, j]) == want
 
 
-def test_bit_identical_to_datasketch_legacy(pool):
+@pytest.mark.parametrize("seed", [1, 1234])  # 1234: params.yaml base.seed, what the curate stage and the benchmark use
+def test_bit_identical_to_datasketch_legacy(pool, seed):
+    """datasketch fed our shingle values gives our signatures bit for bit: the like-for-like
+    comparison of benchmarks/bench_curation.py (it feeds ``hashfunc=int`` the per-doc value lists)."""
     datasketch = pytest.importorskip("datasketch")
-    texts = [d["text"] for d in pool[:40]] + ["", "two words"]
+    texts = [d["text"] for d in pool[:40]] + ["", "two words", "Page   NOT found."]
     x, off = shingle_hashes(texts, 5)
-    a, b = permutations(64)
-    sig = minhash_signatures(texts, 64, 5, 1)
+    a, b = permutations(64, seed)
+    sig = minhash_signatures(texts, 64, 5, seed)
     for d in range(len(texts)):
-        vals = iter(x[off[d]:off[d + 1]].tolist())
-        m = datasketch.MinHash(num_perm=64, scheme="legacy", permutations=(a, b), hashfunc=lambda _: next(vals))
-        m.update_batch(range(off[d + 1] - off[d]))
+        values = x[off[d]:off[d + 1]].tolist()
+        m = datasketch.MinHash(num_perm=64, scheme="legacy", permutations=(a, b), hashfunc=int)
+        m.update_batch(values)  # the benchmark's way: precomputed integer hashes
         assert np.array_equal(m.hashvalues, sig[d])
+        vals = iter(values)  # the same through an injected per-shingle hash function, one update at a time
+        m = datasketch.MinHash(num_perm=64, scheme="legacy", permutations=(a, b), hashfunc=lambda _: next(vals))
+        for shingle in range(len(values)):
+            m.update(shingle)
+        assert np.array_equal(m.hashvalues, sig[d])
+    # the comparison is sensitive: datasketch's default SHA-1 shingle hashing, or other permutations, differ
+    words = texts[0].lower().split()
+    sha1 = datasketch.MinHash(num_perm=64, scheme="legacy", permutations=(a, b))
+    sha1.update_batch([" ".join(words[i:i + 5]).encode() for i in range(len(words) - 4)])
+    other = datasketch.MinHash(num_perm=64, scheme="legacy", permutations=permutations(64, seed + 1), hashfunc=int)
+    other.update_batch(x[off[0]:off[1]].tolist())
+    assert (sha1.hashvalues != sig[0]).mean() > 0.9 and (other.hashvalues != sig[0]).mean() > 0.9
 
 
 def test_signature_agreement_estimates_jaccard():

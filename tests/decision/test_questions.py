@@ -6,8 +6,8 @@ import pytest
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.decision import families
 from decision_pipeline.decision.parsing import parse_answer
-from decision_pipeline.decision.item_splits import assign_splits, build_questions, duplicate_report
-from decision_pipeline.decision.questions import (from_row, gold_index, load_external_questions, normalised_key, to_row,
+from decision_pipeline.decision.item_splits import ItemsParams, assign_splits, build_items, build_questions, duplicate_report
+from decision_pipeline.decision.questions import (from_row, gold_index, list_parts, load_external_questions, normalised_key, to_row,
                                        user_message, validate_question)
 
 
@@ -123,3 +123,34 @@ def test_user_message_letters_options(questions):
 ])
 def test_parse_answer(text, n, expected):
     assert parse_answer(text, n) == expected
+
+
+def test_reordered_list_items_are_the_same_question():
+    """"Is X in this list: a, b, c?" with the list reordered was seen in training: same key, same split."""
+    q = {**families.generate("keyword", 3, random.Random(2)), "id": "one"}
+    head, items = list_parts(q["question"])
+    assert head.endswith("list:") and len(items) == 7
+    reordered = {**q, "id": "two", "question": f"{head} {', '.join(reversed(items))}?"}
+    assert normalised_key(q) == normalised_key(reordered)
+    other = {**q, "id": "three", "question": f"{head} {', '.join(items[:-1] + ['zebra'])}?"}
+    assert normalised_key(other) != normalised_key(q)
+    assert list_parts("Which number is the largest?") is None
+
+
+def test_build_items_drops_duplicates_keeping_the_lowest_id():
+    p = ItemsParams(families=["larger"], levels=[0], per_cell=120,
+                    splits={"pool": 0.45, "rl": 0.1, "dev": 0.1, "eval": 0.2, "calibration": 0.15}, external="")
+    rows, m = build_items(p, seed=3)
+    keys = [normalised_key(from_row(r)) for r in rows]
+    assert len(keys) == len(set(keys)) == m["n_items"] == m["unique_questions"]
+    assert m["duplicates_dropped"] == 120 - m["n_items"] > 0
+    first_by_key: dict[str, str] = {}
+    for q in sorted(build_questions(["larger"], [0], 120, seed=3), key=lambda q: q["id"]):
+        first_by_key.setdefault(normalised_key(q), q["id"])
+    assert sorted(r["id"] for r in rows) == sorted(first_by_key.values())
+
+
+def test_category_options_are_shuffled_at_every_level():
+    for level in range(5):
+        golds = {families.generate("category", level, random.Random(s))["gold"] for s in range(40)}
+        assert len(golds) > 1, f"level {level}: the gold is always {golds}"

@@ -7,13 +7,14 @@ import pytest
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import read_jsonl
 from decision_pipeline.decision.generation import GenerateParams, generate_to_log
+from decision_pipeline.decision.sharding import logged_records
 from decision_pipeline.lm import serve
 
 
 def _params(url: str, **over) -> GenerateParams:
     values = dict(backend="hf", k=1, temperature=0.8, top_p=1.0, max_new_tokens=8, batch_size=4, chunk=2,
                   max_questions=6, teacher="openai", teacher_base_url=url, teacher_model="tiny",
-                  concurrency=1, deadline_minutes=0.0, target_pool_size=100, threads=1,
+                  concurrency=1, deadline_minutes=0.0, target_pool_size=100, threads=1, workers=1,
                   teacher_token_cap=0, teacher_usd_per_mtok_in=1.0, teacher_usd_per_mtok_out=4.0)
     values.update(over)
     return GenerateParams(**values)
@@ -31,7 +32,8 @@ def test_cap_stops_cleanly_and_a_higher_cap_resumes(served, tiny, tiny_dir, ques
     qs = sorted(questions[:6], key=lambda q: q["id"])
     stopped = generate_to_log(_params(served, teacher_token_cap=12), 7, model, tok, tiny_dir, qs, tmp_path, time.time())
     assert stopped["stopped_early"] and stopped["stopped_by"] == "token_cap"
-    partial = read_jsonl(tmp_path / "chains.jsonl")
+    assert not (tmp_path / "chains.jsonl").exists()  # only a complete log becomes chains.jsonl
+    partial = logged_records(tmp_path)
     teacher_done = [r for r in partial if r["source"] == "teacher"]
     assert len([r for r in partial if r["source"] == "base"]) == 6 and len(teacher_done) < 6
     done = generate_to_log(_params(served, teacher_token_cap=10_000), 7, model, tok, tiny_dir, qs, tmp_path,
@@ -51,4 +53,4 @@ def test_unreachable_teacher_fails_before_any_generation(tiny, tiny_dir, questio
     with pytest.raises(PipelineError, match=r"127.0.0.1:9/v1 is unreachable .*generate.teacher_base_url"):
         generate_to_log(_params("http://127.0.0.1:9/v1"), 7, model, tok, tiny_dir, questions[:4], tmp_path,
                         time.time())
-    assert not (tmp_path / "chains.jsonl").exists() or not read_jsonl(tmp_path / "chains.jsonl")
+    assert not (tmp_path / "chains.jsonl").exists() and not (tmp_path / "shards").exists()

@@ -18,7 +18,7 @@ def params(**overrides) -> PretrainParams:
     values = dict(model=TinyModelSpec(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
                                       max_positions=128),
                   seq_len=16, batch_size=4, lr=3e-3, warmup_steps=1, epochs=1, bf16=False, threads=1,
-                  noise_selection="curated", noise_reorderings=1)
+                  seeds=2)
     return PretrainParams(**{**values, **overrides})
 
 
@@ -32,20 +32,24 @@ def dev_rows(questions):
     return [{"text": q["question"], "register": reg} for q, reg in zip(questions[60:70], ["a", "b"] * 5)]
 
 
-def test_noise_floor_only_for_the_noise_selection(tiny, texts, dev_rows):
+def test_every_selection_trains_over_the_seeds(tiny, texts, dev_rows):
+    """Each arm gets the same seeds (init and order), so arms compare as mean and range, not one run."""
     _, tok = tiny
     model, log, metrics = pretrain("curated", texts, dev_rows, tok, params(), budget=400, seed=1)
     assert metrics["train"]["tokens"] == 400 and metrics["train"]["steps"] == len(log) == 400 // (16 * 4)
     assert set(metrics["heldout"]["registers"]) == {"a", "b"}
-    assert len(metrics["noise"]["ppls"]) == 2 and metrics["noise"]["ppls"][0] == metrics["heldout"]["ppl"]
+    seeds = metrics["seeds"]
+    assert seeds["n"] == 2 and seeds["ppl"][0] == metrics["heldout"]["ppl"] and seeds["ppl"][0] != seeds["ppl"][1]
+    assert seeds["ppl_min"] <= seeds["ppl_mean"] <= seeds["ppl_max"]
+    assert seeds["ppl_halfrange"] == pytest.approx((seeds["ppl_max"] - seeds["ppl_min"]) / 2, abs=1e-4)
     assert metrics["params"] == sum(p.numel() for p in model.parameters())
     _, _, other = pretrain("random", texts, dev_rows, tok, params(), budget=400, seed=1)
-    assert "noise" not in other
+    assert other["seeds"]["n"] == 2  # the baseline gets the same treatment
 
 
 def test_same_seed_same_run(tiny, texts, dev_rows):
     _, tok = tiny
-    p = params(noise_reorderings=0)
+    p = params(seeds=1)
     _, log_a, a = pretrain("curated", texts, dev_rows, tok, p, budget=400, seed=2)
     _, log_b, b = pretrain("curated", texts, dev_rows, tok, p, budget=400, seed=2)
     assert [r["loss"] for r in log_a] == [r["loss"] for r in log_b] and a["heldout"] == b["heldout"]

@@ -159,7 +159,8 @@ def parquet_question(**drop_or_set) -> dict:
 def ingest_case(tmp: Path, expect: tuple[str, ...], changes: dict) -> Case:
     out = tmp / "out"
     return Case("ingest", ["--params", write_params(tmp, changes), "--out-pool", str(out / "pool.parquet"),
-                           "--out-dev", str(out / "dev.parquet"), "--metrics", str(out / "ingest.json")], expect)
+                           "--out-dev", str(out / "dev.parquet"), "--out-heldout", str(out / "heldout.parquet"),
+                           "--metrics", str(out / "ingest.json")], expect)
 
 
 def tokenizer_case(tmp: Path, inp: Inputs, expect: tuple[str, ...], pool: str | None = None,
@@ -181,7 +182,7 @@ def pretrain_case(tmp: Path, inp: Inputs, expect: tuple[str, ...], changes: dict
     selection.mkdir()
     (selection / "selection.json").write_text(json.dumps({"ids": ["d0", "d9"]}))  # d9: not in the pool
     return Case("pretrain", ["curated", "--params", write_params(tmp, changes), "--selection", str(selection),
-                             "--pool", str(inp.pool), "--dev", str(inp.dev), "--tokenizer", inp.model,
+                             "--pool", str(inp.pool), "--heldout", str(inp.dev), "--tokenizer", inp.model,
                              "--out", str(out / "model"), "--plot", str(out / "loss.json"),
                              "--metrics", str(out / "pretrain.json")], expect)
 

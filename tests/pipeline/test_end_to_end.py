@@ -76,8 +76,13 @@ def test_metrics_exist_with_sane_values(repo):
     assert 0 <= ev["readout"]["accuracy"] <= 1 and 0 <= ev["readout"]["ece"] <= 1
     assert 0 <= ev["thinking"]["accuracy"] <= 1 and 0 <= ev["thinking"]["parse_rate"] <= 1
     assert ev["n_items"] > 0
-    cur, rnd = _metrics(repo, "pretrain/curated.json"), _metrics(repo, "pretrain/random.json")
-    assert cur["heldout"]["ppl"] > 1 and rnd["heldout"]["ppl"] > 1 and "noise" in cur
+    for arm in ("curated", "filtered_random", "random"):
+        m = _metrics(repo, f"pretrain/{arm}.json")
+        seeds = m["seeds"]
+        assert m["heldout"]["ppl"] > 1 and seeds["n"] == 2 and seeds["ppl"][0] == m["heldout"]["ppl"]
+        assert seeds["ppl_min"] <= seeds["ppl_mean"] <= seeds["ppl_max"]
+    ingest = _metrics(repo, "ingest.json")
+    assert ingest["heldout_docs"] > 0 and ingest["dev_docs"] > 0
     base = _metrics(repo, "base_model.json")
     assert base["gold_trace_nll"] < base["gold_trace_nll_untrained"]
     assert (repo / "dvc.lock").is_file() and (repo / "models" / "base" / "config.json").is_file()
@@ -101,10 +106,32 @@ def test_decision_chain_metrics_are_consistent(repo):
     assert set(cal["readout"]["p_value"]) == set(cal["readout"]["temperatures"]) == {"noul", "choice", "score"}
     assert cal["resplit"]["readout"]["n_splits"] > 0
     assert (repo / "models" / "sft" / "adapter" / "adapter_config.json").is_file()
-    for model in ("base", "sft"):
+    for model in ("base", "sft", "rl"):
         s1 = _metrics(repo, f"s1mb/{model}.json")
         assert s1["n_benchmarks"] > 0 and s1["n_judgments"] > 0
         assert set(s1["task_scores"]) == {"noul", "choice", "score"}
+
+
+@pytest.mark.slow
+def test_rl_chain_metrics_are_consistent(repo):
+    probe, select, rl = _metrics(repo, "rl_probe.json"), _metrics(repo, "rl_select.json"), _metrics(repo, "rl.json")
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    assert probe["questions"] == probe["fresh"]["questions"] + probe["sft"]["questions"] > 0
+    assert select["kept"] + sum(select["dropped"].values()) == select["candidates"] == probe["questions"]
+    rounds = json.loads((repo / "plots" / "rl" / "rounds.json").read_text())
+    p = params["rl"]
+    assert len(rounds) == rl["rounds"] == p["max_steps"] // p["steps_per_generation"]
+    assert rl["prompts"] == rl["rounds"] * p["prompts_per_round"]
+    assert rl["completions"] == rl["prompts"] * p["num_generations"]
+    for key in ("diff", "ci_low", "ci_high"):
+        assert rl["reward_gain"][key] is not None
+    assert rl["reward_gain"]["ci_low"] <= rl["reward_gain"]["diff"] <= rl["reward_gain"]["ci_high"]
+    ev = _metrics(repo, "evaluate/rl.json")
+    for key in ("readout_accuracy", "thinking_accuracy", "unfinished_rate", "mean_chain_tokens"):
+        assert ev["vs_sft"][key]["ci_low"] <= ev["vs_sft"][key]["diff"] <= ev["vs_sft"][key]["ci_high"]
+    assert ev["rl_gate"]["baseline"] == "sft" and isinstance(ev["rl_gate"]["passed"], bool)
+    assert (repo / "models" / "rl" / "adapter" / "adapter_config.json").is_file()
+    assert (repo / "models" / "rl" / "model.safetensors").is_file()
 
 
 @pytest.mark.slow

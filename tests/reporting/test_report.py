@@ -67,7 +67,7 @@ def test_summary_is_flat_and_traceable(run_root):
         file, key = row.source.split(":", 1)
         assert summary[row.headline.name] == store.number(file, key)
     assert summary["sft_minus_base_readout_accuracy_ci_low"] > 0
-    assert summary["curated_heldout_ppl_noise"] == store.number("metrics/pretrain/curated.json", "noise.ppl_halfrange")
+    assert summary["curated_heldout_ppl_noise"] == store.number("metrics/pretrain/curated.json", "seeds.ppl_halfrange")
 
 
 def test_page_one_renders_and_is_not_blank(run_root, pdftoppm, tmp_path):
