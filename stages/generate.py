@@ -18,7 +18,7 @@ import time
 import torch
 
 from decision_pipeline.common.hashing import stable_subset
-from decision_pipeline.common.io import write_json
+from decision_pipeline.common.io import write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.decision.generation import GenerateParams, generate_to_log
@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--items", required=True, help="items table (pool split is used)")
     ap.add_argument("--out", required=True, help="persistent directory for chains.jsonl")
     ap.add_argument("--metrics", required=True)
+    ap.add_argument("--timings", required=True, help="machine-dependent throughput (a cached output, not a metric)")
     args = ap.parse_args(argv)
     started = time.time()
     p = load_section(GenerateParams, "generate", args.params)
@@ -48,9 +49,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"error: generate: {metrics['why']}; {metrics['records']} records kept in {args.out}; "
               "rerun `dvc repro` to resume", file=sys.stderr)
         raise SystemExit(3)
+    throughput = metrics.pop("throughput")
     write_json(args.metrics, metrics)
+    write_timings(args.timings, started, throughput)
     summary("generate", started, questions=len(questions), records=metrics["records"],
-            resumed=metrics["resumed_records"], tok_per_s=metrics["throughput"]["tokens_per_second"],
+            resumed=metrics["resumed_records"], tok_per_s=throughput["tokens_per_second"],
             truncated=metrics["base"]["truncated"])
 
 

@@ -4,19 +4,36 @@ Packs the selection to exactly `curate.budget_tokens`, trains the tiny Qwen2
 model, evaluates loss / perplexity / bits per byte on every register of the
 held-out evaluation set (never the dev target the classifier learned from) by
 iterating all of it. Every selection is trained `pretrain.seeds` times (init
-seed and document order vary); the seed-0 model is saved.
+seed and document order vary); the seed-0 model is saved. Each seed checkpoints
+into `--work` (`persist: true`) every `pretrain.save_steps`: a killed stage resumes
+there and ends with the same weights; a change of params, data or code starts afresh.
 """
 from __future__ import annotations
 
+import hashlib
 import time
+from dataclasses import asdict
+from pathlib import Path
 
 import torch
 
-from decision_pipeline.common.io import atomic_dir, read_json, read_table, write_json
+from decision_pipeline.common.fingerprint import claim_work_dir, code_fingerprint, run_fingerprint
+from decision_pipeline.common.io import atomic_dir, read_json, read_table, write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, read_params_file, stage_parser
 from decision_pipeline.lm.bpe import load_tokenizer
+from decision_pipeline.lm import model as model_module
+from decision_pipeline.lm import training
 from decision_pipeline.lm.training import PretrainParams, pretrain, selected_texts
+
+
+def model_fingerprint_of_tokenizer(tokenizer_dir: str) -> str:
+    """SHA-256 over the tokenizer directory's files: other ids mean other training data."""
+    h = hashlib.sha256()
+    for path in sorted(Path(tokenizer_dir).glob("*")):
+        if path.is_file():
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 @stage_main
@@ -29,8 +46,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--heldout", required=True, help="held-out evaluation documents (ingest's heldout.parquet)")
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--out", required=True, help="model directory")
+    ap.add_argument("--work", required=True, help="persistent checkpoint directory (resume)")
     ap.add_argument("--plot", required=True, help="loss curve JSON")
     ap.add_argument("--metrics", required=True)
+    ap.add_argument("--timings", required=True, help="machine-dependent throughput (a cached output, not a metric)")
     args = ap.parse_args(argv)
     started = time.time()
     p = load_section(PretrainParams, "pretrain", args.params)
@@ -41,11 +60,17 @@ def main(argv: list[str] | None = None) -> None:
     texts = {r["id"]: r["text"] for r in read_table(args.pool)}
     selection = f"{args.selection}/selection.json"
     chosen = selected_texts(texts, read_json(selection)["ids"], selection)
-    model, log, metrics = pretrain(args.name, chosen, read_table(args.heldout), tok, p, budget, seed)
+    heldout = read_table(args.heldout)
+    content = {k: v for k, v in asdict(p).items() if k not in ("threads", "save_steps")}
+    claim_work_dir(args.work, run_fingerprint(content, budget, seed, chosen, [r["text"] for r in heldout],
+                                              model_fingerprint_of_tokenizer(args.tokenizer),
+                                              code_fingerprint(training, model_module)))
+    model, log, metrics = pretrain(args.name, chosen, heldout, tok, p, budget, seed, work_dir=args.work)
     with atomic_dir(args.out) as tmp:
         model.save_pretrained(str(tmp))
         tok.save_pretrained(str(tmp))
     write_json(args.plot, [{"step": r["step"], "loss": r["loss"]} for r in log])
+    write_timings(args.timings, started, {"tokens_per_second": metrics["train"].pop("tokens_per_second")})
     write_json(args.metrics, metrics)
     summary(f"pretrain@{args.name}", started, heldout_ppl=metrics["heldout"]["ppl"], bpb=metrics["heldout"]["bpb"],
             ppl_mean=metrics["seeds"]["ppl_mean"], ppl_range=f"{metrics['seeds']['ppl_min']}-{metrics['seeds']['ppl_max']}")

@@ -8,7 +8,9 @@ registry in `decision_pipeline/decision/rl_rewards.py` weighted by
 from the last checkpoint of the same params, data, SFT model and code (another
 run's checkpoints are refused, and the reason printed). Writes the rollout log
 beside the checkpoints, per-round rows (`plots/rl/rounds.json` + PNG) and
-`metrics/rl.json` (reward gain with a bootstrap CI over prompts).
+`metrics/rl.json` (reward gain with a bootstrap CI over prompts). `rl.launch`
+picks the process count and accelerate config: one process trains here; more
+re-run this command under `accelerate launch`, and rank 0 alone writes the outputs.
 """
 from __future__ import annotations
 
@@ -18,10 +20,11 @@ import torch
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.fingerprint import code_fingerprint, model_fingerprint
-from decision_pipeline.common.io import atomic_dir, read_jsonl, write_json
+from decision_pipeline.common.io import atomic_dir, read_jsonl, write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.decision import rl_rewards, rl_trainer
+from decision_pipeline.decision.launch import LaunchParams, finish, threads_per_process, train_here
 from decision_pipeline.decision.questions import load_items
 from decision_pipeline.decision.rl_metrics import round_rows, run_summary
 from decision_pipeline.decision.rl_trainer import RLParams, check_lora_targets, fingerprint_parts, train_grpo
@@ -32,7 +35,7 @@ from decision_pipeline.reporting.plots import plot_rl_rounds
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
-    ap = stage_parser(__doc__, (RLParams, "rl"))
+    ap = stage_parser(__doc__, (RLParams, "rl"), (LaunchParams, "rl.launch"))
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--model", required=True, help="the SFT model directory (merged)")
     ap.add_argument("--items", required=True)
@@ -41,11 +44,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", required=True, help="merged model directory (adapter in <out>/adapter)")
     ap.add_argument("--metrics", required=True)
     ap.add_argument("--plots", required=True, help="directory for rounds.json and rounds.png")
+    ap.add_argument("--timings", required=True, help="machine-dependent wall times (a cached output, not a metric)")
     args = ap.parse_args(argv)
     started = time.time()
     p = load_section(RLParams, "rl", args.params)
     seed = load_base(args.params).seed + p.seed_offset
-    torch.set_num_threads(p.threads)
     selected = read_jsonl(args.selected)
     if len(selected) < p.prompts_needed:
         raise PipelineError(f"{args.selected}: {len(selected)} questions selected, but {p.rounds} rounds x "
@@ -53,6 +56,9 @@ def main(argv: list[str] | None = None) -> None:
                             "lower rl.max_steps or rl.prompts_per_round, or probe more (rl_probe.*_questions)")
     by_id = {q["id"]: q for q in load_items(args.items)}
     questions = [by_id[s["id"]] for s in selected[: p.prompts_needed]]
+    if not train_here(p.launch, "rl", "stages.rl", argv, args.params):
+        return  # the launched processes trained; rank 0 wrote the outputs and the summary line
+    torch.set_num_threads(threads_per_process(p.threads))
     model, tok = load_model(args.model), load_tokenizer(args.model)
     check_lora_targets(model, p.lora_targets, args.model)
     fingerprint = fingerprint_parts(p, seed, questions, model_fingerprint(args.model),
@@ -60,13 +66,15 @@ def main(argv: list[str] | None = None) -> None:
     train_started = time.time()
     peft_model, history, resumed_from = train_grpo(model, tok, questions, p, seed, args.work, fingerprint)
     train_seconds = time.time() - train_started
+    finish()
+    if peft_model is None:
+        return  # not rank 0: only rank 0 writes
     rollouts = read_jsonl(f"{args.work}/rollouts.jsonl")
     rounds = round_rows(rollouts, history, p.steps_per_generation)
     metrics = run_summary(rollouts, history, rounds, p.max_steps, 1000, seed)
     origins = {s["id"]: s["origin"] for s in selected}
     metrics.update(resumed_from_step=resumed_from, steps=p.max_steps,
-                   prompts_by_origin={o: sum(origins[q["id"]] == o for q in questions) for o in ("fresh", "sft")},
-                   train_seconds_this_run=round(train_seconds, 1))
+                   prompts_by_origin={o: sum(origins[q["id"]] == o for q in questions) for o in ("fresh", "sft")})
     merged = peft_model.merge_and_unload()
     with atomic_dir(args.out) as tmp:
         peft_model.save_pretrained(str(tmp / "adapter"))
@@ -76,6 +84,9 @@ def main(argv: list[str] | None = None) -> None:
     plot_rl_rounds(rounds, f"{args.plots}/rounds.png", f"GRPO on the SFT model: {p.rounds} rounds x "
                                                       f"{p.prompts_per_round} prompts x {p.num_generations} chains")
     write_json(args.metrics, metrics)
+    write_timings(args.timings, started, {"train_seconds_this_run": round(train_seconds, 1),
+                                          "completions_per_second": round(metrics["completions"] / max(train_seconds, 1e-9), 2)
+                                          if resumed_from == 0 else None})
     gain = metrics["reward_gain"]
     summary("rl", started, rounds=p.rounds, reward_first=gain["first_quarter"], reward_last=gain["last_quarter"],
             gain_ci=f"[{gain['ci_low']}, {gain['ci_high']}]", unfinished_last=rounds[-1]["unfinished_share"],

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl
+from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.decision.answering import readout
@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--items", required=True)
     ap.add_argument("--out", required=True, help="persistent directory for chains.jsonl and probe.jsonl")
     ap.add_argument("--metrics", required=True)
+    ap.add_argument("--timings", required=True, help="machine-dependent throughput (a cached output, not a metric)")
     args = ap.parse_args(argv)
     started = time.time()
     p = load_section(RlProbeParams, "rl_probe", args.params)
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     logits = readout(model, tok, questions, p.batch_size)
     rows = probe_rows(questions, read_jsonl(f"{args.out}/chains.jsonl"), logits, tok, p.k)
     write_jsonl(f"{args.out}/probe.jsonl", rows)
+    write_timings(args.timings, started, {"tokens_per_second": generation.pop("tokens_per_second")})
     metrics = probe_metrics(rows, p.k, generation)
     write_json(args.metrics, metrics)
     summary("rl_probe", started, questions=len(rows), fresh=metrics["fresh"]["questions"],

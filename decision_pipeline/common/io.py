@@ -59,6 +59,16 @@ def write_json(path: str | Path, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
+def write_timings(path: str | Path, started: float, numbers: dict) -> None:
+    """A stage's machine-dependent figures (wall time, throughput) beside, not inside, its metrics.
+
+    Why: they change on every run, so inside `metrics/` they would dirty git and fill every
+    `dvc metrics diff` with noise; as a cached DVC output they are kept per run and pushable.
+    """
+    import time
+    write_json(path, {"machine_dependent": True, "wall_seconds": round(time.time() - started, 2), **numbers})
+
+
 def read_json(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():

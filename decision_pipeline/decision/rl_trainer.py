@@ -12,6 +12,11 @@ boundary and TRL regenerates the next round from the restored RNG state). The
 work directory is claimed by a fingerprint of params, data, base weights, TRL
 version and this code; checkpoints of another run are refused (never resumed)
 and the reason is printed.
+
+Several processes (`rl.launch`): the global batch of each step stays
+`prompts_per_round x num_generations / steps_per_generation` (each process takes its
+share); rank 0 alone claims the work directory, writes the rollout log (every rank's
+rows, gathered in rank order, which is TRL's order) and each checkpoint's fingerprint.
 """
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import JsonlAppender, read_jsonl, write_jsonl, write_text_atomic
 from decision_pipeline.common.log import info
 from decision_pipeline.common.params import rule
+from decision_pipeline.decision.launch import (CpuProcessesResume, LaunchParams, barrier, consolidated,
+                                               gather_objects, is_main, on_main_then_all, world_size)
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.rl_rewards import RewardParams, make_reward_funcs
 
@@ -69,7 +76,8 @@ class RLParams:
     vllm_mode: str = rule(choices=("colocate", "server"), doc="vLLM beside the trainer or as a server")
     save_steps: int = rule(min=1, doc="checkpoint every N steps (a multiple of steps_per_generation)")
     seed_offset: int = rule(min=0, doc="training seed = base.seed + offset")
-    threads: int = rule(min=1, doc="torch CPU threads")
+    threads: int = rule(min=1, doc="torch CPU threads (split across the launch's processes)")
+    launch: LaunchParams = rule(doc="training processes and the accelerate config that starts them")
 
     def __post_init__(self) -> None:
         where = "params.yaml: rl"
@@ -80,11 +88,20 @@ class RLParams:
         if self.max_steps % self.steps_per_generation or self.save_steps % self.steps_per_generation:
             raise PipelineError(f"{where}: max_steps and save_steps must be multiples of steps_per_generation "
                                 f"({self.steps_per_generation}) so rounds and checkpoints line up")
+        if self.step_batch % self.launch.num_processes:
+            raise PipelineError(f"{where}: the step batch prompts_per_round x num_generations / "
+                                f"steps_per_generation ({self.step_batch}) must be divisible by "
+                                f"launch.num_processes ({self.launch.num_processes})")
         for pattern in self.decisiveness_patterns:
             try:
                 re.compile(pattern)
             except re.error as exc:
                 raise PipelineError(f"{where}.decisiveness_patterns: {pattern!r} is not a regex ({exc})") from None
+
+    @property
+    def step_batch(self) -> int:
+        """Completions per optimizer step, over all processes."""
+        return self.prompts_per_round * self.num_generations // self.steps_per_generation
 
     @property
     def rounds(self) -> int:
@@ -112,7 +129,7 @@ def grpo_config(p: RLParams, seed: int, work_dir: str | Path) -> Any:
     return GRPOConfig(
         output_dir=str(work_dir), learning_rate=p.lr, lr_scheduler_type="constant_with_warmup",
         warmup_steps=p.warmup_steps, max_steps=p.max_steps, num_train_epochs=1,
-        per_device_train_batch_size=p.prompts_per_round * p.num_generations // p.steps_per_generation,
+        per_device_train_batch_size=p.step_batch // world_size(), ddp_find_unused_parameters=False,
         gradient_accumulation_steps=1, steps_per_generation=p.steps_per_generation,
         num_generations=p.num_generations, num_iterations=1, max_completion_length=p.max_completion_length,
         temperature=p.temperature, top_p=p.top_p, top_k=0, loss_type=p.loss_type, beta=p.beta,
@@ -165,19 +182,27 @@ class RolloutLog:
         if name != self.names[-1]:
             return
         step = int(batch["trainer_state"].global_step)
-        seen: dict[str, int] = {}
-        for i, qid in enumerate(batch["question_id"]):
-            j = seen[qid] = seen.get(qid, -1) + 1
-            text, closed = batch["completions"][i], batch["closed"][i]
-            row = {"id": f"{step}:{qid}:{j}", "step": step, "question_id": qid, "sample": j,
-                   "n_tokens": len(batch["completion_ids"][i]), "closed": closed,
-                   "answer": parse_answer(text, len(batch["target"][i])) if closed else None,
-                   "gold_index": batch["gold_index"][i],
-                   "markers": sum(len(p.findall(text.split("</think>")[0])) for p in self.patterns) if closed else None,
-                   "rewards": {n: self.pending[n][i] for n in self.names}}
-            row["total"] = round(sum(w * (v or 0.0) for w, v in zip(self.weights, row["rewards"].values())), 6)
-            self.appender.append(row)
+        local = [self._row(i, batch) for i in range(len(batch["question_id"]))]
+        rows = gather_objects(local)  # every process's completions, in TRL's (rank) order
         self.pending = {}
+        if self.appender is None:  # not the writing process
+            return
+        seen: dict[str, int] = {}
+        for row in rows:
+            qid = row["question_id"]
+            j = seen[qid] = seen.get(qid, -1) + 1
+            self.appender.append({"id": f"{step}:{qid}:{j}", "step": step, "sample": j, **row})
+
+    def _row(self, i: int, batch: dict) -> dict:
+        """Completion `i` of this process's batch: answer, closed, tokens, each reward, the weighted total."""
+        text, closed = batch["completions"][i], batch["closed"][i]
+        row = {"question_id": batch["question_id"][i], "n_tokens": len(batch["completion_ids"][i]), "closed": closed,
+               "answer": parse_answer(text, len(batch["target"][i])) if closed else None,
+               "gold_index": batch["gold_index"][i],
+               "markers": sum(len(p.findall(text.split("</think>")[0])) for p in self.patterns) if closed else None,
+               "rewards": {n: self.pending[n][i] for n in self.names}}
+        row["total"] = round(sum(w * (v or 0.0) for w, v in zip(self.weights, row["rewards"].values())), 6)
+        return row
 
 
 class _SaveFingerprint(TrainerCallback):
@@ -187,7 +212,10 @@ class _SaveFingerprint(TrainerCallback):
         self.work, self.fingerprint = work, fingerprint
 
     def on_save(self, args, state, control, **kwargs):
-        write_text_atomic(self.work / f"checkpoint-{state.global_step}" / "run_fingerprint.txt", self.fingerprint + "\n")
+        barrier()  # every process has written its part (its RNG state) before the checkpoint is marked whole
+        if is_main():
+            write_text_atomic(self.work / f"checkpoint-{state.global_step}" / "run_fingerprint.txt",
+                              self.fingerprint + "\n")
         return control
 
 
@@ -222,37 +250,45 @@ def digest_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _grpo_trainer_class() -> type:
+    """TRL's GRPOTrainer with the multi-process CPU resume fix (`launch.CpuProcessesResume`)."""
+    from trl import GRPOTrainer
+
+    return type("ResumableGRPOTrainer", (GRPOTrainer, CpuProcessesResume), {})
+
+
 def train_grpo(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questions: Sequence[dict], p: RLParams,
                seed: int, work_dir: str | Path, fingerprint: dict,
                registry: dict | None = None) -> tuple[Any, list[dict], int]:
     """Train the LoRA adapter with GRPO; returns (peft model, trainer log history, resumed-from step).
 
+    The model is None on a non-zero rank (rank 0 writes every output).
+
     `registry` replaces the reward registry (tests use toy rewards on an untrained model)."""
     from datasets import Dataset
     from peft import LoraConfig
-    from trl import GRPOTrainer
-
     from decision_pipeline.decision.questions import THINK_CLOSE
 
     work = Path(work_dir)
-    start = claim_rl_work(work, fingerprint)
+    on_main_then_all(lambda: claim_rl_work(work, fingerprint))
+    start = max((int(c.name.split("-")[1]) for c in work.glob("checkpoint-*")), default=0)  # rank 0 kept valid ones
     close_id = tok.convert_tokens_to_ids(THINK_CLOSE)
     log = RolloutLog(work / "rollouts.jsonl", dict(p.rewards), p.decisiveness_patterns)
     funcs, _ = make_reward_funcs(dict(p.rewards), p.reward, close_id, registry=registry, on_scored=log.scored)
     lora = LoraConfig(r=p.lora_r, lora_alpha=p.lora_alpha, target_modules=list(p.lora_targets), lora_dropout=0.0,
                       bias="none", task_type="CAUSAL_LM")
-    trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=grpo_config(p, seed, work),
+    trainer = _grpo_trainer_class()(model=model, reward_funcs=funcs, args=grpo_config(p, seed, work),
                           train_dataset=Dataset.from_list(prompt_rows(tok, questions)), processing_class=tok,
                           peft_config=lora)
     trainer.add_callback(_SaveFingerprint(work, digest_hash(json.dumps(fingerprint, sort_keys=True))))
     trainer.remove_callback(PrinterCallback)  # the stage prints its own summary line and progress bar
-    log.open(start)
+    if is_main():
+        log.open(start)
     try:
         trainer.train(resume_from_checkpoint=str(work / f"checkpoint-{start}") if start else None)
     finally:
         log.close()
-    trainer.model.eval()
-    return trainer.model, trainer.state.log_history, start
+    return consolidated(trainer, work), trainer.state.log_history, start
 
 
 def fingerprint_parts(p: RLParams, seed: int, questions: Sequence[dict], base_fp: str, code_fp: str) -> dict:

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 from trl import SFTTrainer
 
+from decision_pipeline.decision.launch import CpuProcessesResume
 from decision_pipeline.decision.prompts import chat_prefix, encode, label_ids, readout_prefix
 from decision_pipeline.decision.questions import LABELS, gold_index, target_vector
 
@@ -124,25 +125,62 @@ class JointCollator:
                 "readout_target": torch.tensor([f["readout_target"] for f in features], dtype=torch.float32)}
 
 
-def joint_losses(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(weighted next-token loss, soft-target readout loss); either is 0 when the batch has none."""
-    logits = logits.float()
+def _chain_sums(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sum of weighted next-token NLL, sum of weights) of a batch; `logits` already float."""
     ids, weights = batch["input_ids"], batch["loss_weights"]
     token_nll = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
                                 reduction="none").view(ids.shape[0], -1)
     w = weights[:, 1:]
-    chain = (token_nll * w).sum() / w.sum().clamp(min=1e-8)
+    return (token_nll * w).sum(), w.sum()
+
+
+def _readout_rows(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """Soft-target cross-entropy of each readout row (None when the batch has no readout example)."""
     rows = torch.nonzero(batch["readout_pos"] >= 0).flatten()
     if len(rows) == 0:
-        return chain, logits.new_zeros(())
+        return None
     pos = batch["readout_pos"][rows]
     label_ids, target = batch["readout_label_ids"][rows], batch["readout_target"][rows]
     last = logits[rows, pos]                                  # [r, vocab]
     valid = label_ids >= 0
     picked = last.gather(1, label_ids.clamp(min=0)).masked_fill(~valid, float("-inf"))
     logp = torch.log_softmax(picked, dim=-1).masked_fill(~valid, 0.0)
-    readout = -(target * logp).sum(-1).mean()
-    return chain, readout
+    return -(target * logp).sum(-1)
+
+
+def joint_losses(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(weighted next-token loss, soft-target readout loss); either is 0 when the batch has none."""
+    logits = logits.float()
+    nll_sum, weight_sum = _chain_sums(logits, batch)
+    chain = nll_sum / weight_sum.clamp(min=1e-8)
+    readout = _readout_rows(logits, batch)
+    return chain, (logits.new_zeros(()) if readout is None else readout.mean())
+
+
+def global_joint_losses(logits: torch.Tensor, batch: dict[str, torch.Tensor],
+                        world: int) -> tuple[torch.Tensor, torch.Tensor, float, float]:
+    """This process's share of the global-batch losses, and the global losses for the log.
+
+    Why: DDP averages gradients over processes, so a per-process mean weights a short
+    half-batch like a long one and the run drifts from the single-process one. Each
+    share is `world x (this process's sum) / (global count)`: averaged by DDP, the
+    gradient is exactly that of `joint_losses` on the whole batch. One all-reduce of
+    four numbers gives the counts and the logged values.
+    """
+    import torch.distributed as dist
+
+    logits = logits.float()
+    nll_sum, weight_sum = _chain_sums(logits, batch)
+    rows = _readout_rows(logits, batch)
+    readout_sum = logits.new_zeros(()) if rows is None else rows.sum()
+    n_rows = 0.0 if rows is None else float(len(rows))
+    totals = torch.stack([nll_sum.detach(), weight_sum.detach().float(), readout_sum.detach(),
+                          logits.new_tensor(n_rows)])
+    dist.all_reduce(totals)
+    chain_total, weight_total, readout_total, rows_total = totals.tolist()
+    chain = nll_sum * world / max(weight_total, 1e-8)
+    readout = readout_sum * world / rows_total if rows_total else logits.new_zeros(())
+    return chain, readout, chain_total / max(weight_total, 1e-8), readout_total / rows_total if rows_total else 0.0
 
 
 class LengthAwareBatchSampler:
@@ -174,7 +212,7 @@ class LengthAwareBatchSampler:
         return n_long + -(-(len(self.lengths) - n_long) // self.batch_size)
 
 
-class JointSFTTrainer(SFTTrainer):
+class JointSFTTrainer(SFTTrainer, CpuProcessesResume):
     """SFTTrainer whose loss is chain LM loss + `readout_weight` × soft-target readout loss."""
 
     def __init__(self, *args: Any, readout_weight: float = 1.0, long_chain_tokens: int = 0, **kwargs: Any):
@@ -195,9 +233,14 @@ class JointSFTTrainer(SFTTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], use_cache=False)
-        chain, readout = joint_losses(outputs.logits, inputs)
+        world = self.accelerator.num_processes
+        if world > 1:
+            chain, readout, chain_log, readout_log = global_joint_losses(outputs.logits, inputs, world)
+        else:
+            chain, readout = joint_losses(outputs.logits, inputs)
+            chain_log, readout_log = float(chain.detach()), float(readout.detach())
         loss = chain + self.readout_weight * readout
         if model.training:
-            self.part_log.append({"step": self.state.global_step + 1, "chain_loss": round(float(chain.detach()), 5),
-                                  "readout_loss": round(float(readout.detach()), 5)})
+            self.part_log.append({"step": self.state.global_step + 1, "chain_loss": round(chain_log, 5),
+                                  "readout_loss": round(readout_log, 5)})
         return (loss, outputs) if return_outputs else loss

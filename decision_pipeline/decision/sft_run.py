@@ -4,10 +4,15 @@ Why here and not in the stage: `sft` and `lr_sweep` run the same recipe (the
 sweep on a seeded subset for fewer steps), and the resume bookkeeping (which
 checkpoints may be continued, the loss log and throughput across a kill) is
 logic that deserves tests.
+
+Under several processes (`sft.launch`) every rank builds the same examples and
+trains; rank 0 alone claims the work directory (the others wait), writes the loss
+log and throughput, and measures the dev readout; the other ranks get None.
 """
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -17,8 +22,10 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.fingerprint import claim_work_dir, code_fingerprint, model_fingerprint, run_fingerprint
 from decision_pipeline.common.hashing import make_random, stable_subset
-from decision_pipeline.common.io import read_jsonl
+from decision_pipeline.common.io import read_jsonl, write_json, write_text_atomic
+from decision_pipeline.common.log import info
 from decision_pipeline.decision import sft_data, sft_trainer
+from decision_pipeline.decision.launch import is_main, on_main_then_all
 from decision_pipeline.decision.questions import load_items
 from decision_pipeline.decision.sft_data import build_joint_examples
 from decision_pipeline.decision.lr_choice import LrSweepParams
@@ -46,45 +53,65 @@ def sft_fingerprint(p: SFTParams, lr: float, seed: int, examples: list[dict], ba
     return run_fingerprint(p, lr, seed, data, model_fingerprint(base_dir), code_fingerprint(sft_data, sft_trainer))
 
 
+COMPLETE = "complete"  # written into a checkpoint directory after everything else: the checkpoint is whole
+
+
+def prune_incomplete(work: Path) -> list[str]:
+    """Remove checkpoint directories a kill left half-written (no `complete` marker); their names."""
+    removed = []
+    for ckpt in sorted(work.glob("checkpoint-*")):
+        if not (ckpt / COMPLETE).is_file():
+            shutil.rmtree(ckpt)
+            removed.append(ckpt.name)
+    return removed
+
+
 def completed_step(work: Path) -> int:
-    """The last checkpoint step in `work` (0 when none)."""
-    return max((int(c.name.split("-")[1]) for c in work.glob("checkpoint-*")), default=0)
+    """The last complete checkpoint step in `work` (0 when none)."""
+    return max((int(c.name.split("-")[1]) for c in work.glob("checkpoint-*") if (c / COMPLETE).is_file()), default=0)
 
 
-def merge_loss_log(work: Path, start_step: int, parts: list[dict]) -> list[dict]:
-    """The loss log of the whole run: steps up to the resumed checkpoint from the saved log, then this run's."""
-    saved = work / "loss_parts.json"
-    earlier = json.loads(saved.read_text()) if saved.is_file() else []
-    merged = [r for r in earlier if r["step"] <= start_step] + parts
-    tmp = saved.with_suffix(".tmp")
-    tmp.write_text(json.dumps(merged))
-    tmp.replace(saved)
-    return merged
+def checkpoint_loss_log(work: Path, step: int) -> list[dict]:
+    """The loss rows up to `step`, as the checkpoint of that step recorded them ([] for a fresh start)."""
+    saved = work / f"checkpoint-{step}" / "loss_parts.json"
+    return json.loads(saved.read_text()) if step and saved.is_file() else []
+
+
+def seal_checkpoint(work: Path, step: int, rows: list[dict]) -> None:
+    """Write the loss log into checkpoint `step`, then mark it complete: a kill between the trainer's
+    save and this leaves an unmarked checkpoint, which the next run removes and retrains."""
+    ckpt = work / f"checkpoint-{step}"
+    write_json(ckpt / "loss_parts.json", rows)
+    write_text_atomic(ckpt / COMPLETE, f"{step}\n")
 
 
 def run_sft(p: SFTParams, lr: float, seed: int, model: PreTrainedModel, tok: PreTrainedTokenizerBase,
             base_dir: str, items: str, kept: str, chains: str,
-            work_dir: str) -> tuple[PreTrainedModel, PreTrainedModel, dict, list[dict]]:
+            work_dir: str) -> tuple[PreTrainedModel, PreTrainedModel, dict, list[dict]] | None:
     """Train (resuming a matching run in `work_dir`) and measure the merged model on dev questions.
 
-    Returns (peft model, merged model, metrics, loss parts).
+    Returns (peft model, merged model, metrics, loss parts) on rank 0, None on the other ranks.
     """
     examples, too_long, dev = load_training_data(p, tok, items, kept, chains)
     work = Path(work_dir)
-    claim_work_dir(work, sft_fingerprint(p, lr, seed, examples, base_dir))
+    fingerprint = sft_fingerprint(p, lr, seed, examples, base_dir)
+    on_main_then_all(lambda: claim_work_dir(work, fingerprint))
+    on_main_then_all(lambda: [info("sft", f"{work}/{name}: half-written by a killed run; removed, retraining "
+                                          "from the checkpoint before it") for name in prune_incomplete(work)])
     start_step = completed_step(work)
+    earlier = checkpoint_loss_log(work, start_step)
     started = time.time()
-    peft_model, history, parts = train_joint(model, tok, examples, p, lr, seed, work, resume=True,
-                                             on_save=lambda so_far: merge_loss_log(work, start_step, so_far))
+    peft_model, history, parts = train_joint(
+        model, tok, examples, p, lr, seed, work, resume=True,
+        on_save=lambda step, so_far: seal_checkpoint(work, step, earlier + so_far))
     seconds = time.time() - started
+    if not is_main():
+        return None
     tokens_per_step = sum(len(ex["input_ids"]) for ex in examples) / len(examples) * p.batch_size
-    throughput_file = work / "throughput.json"
-    if p.max_steps > start_step:  # throughput of the steps this invocation trained
-        throughput = {"tokens_per_second": round(tokens_per_step * (p.max_steps - start_step) / max(seconds, 1e-9), 1)}
-        throughput_file.write_text(json.dumps(throughput))
-    else:  # resumed from the final checkpoint: nothing trained now, keep the measured figure
-        throughput = json.loads(throughput_file.read_text()) if throughput_file.is_file() else {"tokens_per_second": None}
-    parts = merge_loss_log(work, start_step, parts)
+    # throughput of the steps this invocation trained (machine-dependent: the stage writes it to its timings)
+    tokens_per_second = (round(tokens_per_step * (p.max_steps - start_step) / max(seconds, 1e-9), 1)
+                         if p.max_steps > start_step else None)
+    parts = earlier + parts
     merged = peft_model.merge_and_unload()
     dev_metrics = dev_readout_metrics(merged, tok, dev)
     metrics = {"chosen_lr": lr, "dev": {k: dev_metrics[k] for k in ("accuracy", "nll", "ece", "n")},
@@ -92,7 +119,7 @@ def run_sft(p: SFTParams, lr: float, seed: int, model: PreTrainedModel, tok: Pre
                "chain_examples": sum(ex["kind"] == "chain" for ex in examples),
                "readout_targets": readout_target_counts(examples),
                "train_tokens": int(tokens_per_step * p.max_steps),
-               "tokens_per_second": throughput["tokens_per_second"],
+               "tokens_per_second": tokens_per_second,
                "final": parts[-1] if parts else None,
                "train_loss": next((h["train_loss"] for h in reversed(history) if "train_loss" in h), None)}
     return peft_model, merged, metrics, parts
@@ -107,13 +134,17 @@ def readout_target_counts(examples: list[dict]) -> dict:
 
 
 def sweep_point(sweep: LrSweepParams, p: SFTParams, lr: float, seed: int, model: PreTrainedModel,
-                tok: PreTrainedTokenizerBase, items: str, kept: str, chains: str) -> dict:
-    """A short SFT at `lr` on the sweep's seeded subset (the same at every rate); dev readout metrics."""
+                tok: PreTrainedTokenizerBase, items: str, kept: str, chains: str) -> dict | None:
+    """A short SFT at `lr` on the sweep's seeded subset (the same at every rate); dev readout metrics.
+
+    None on a non-zero rank (rank 0 measures and writes)."""
     examples, _, dev = load_training_data(p, tok, items, kept, chains)
     make_random(seed, "lr_sweep").shuffle(examples)
     subset = examples[: sweep.max_examples]
     with tempfile.TemporaryDirectory(prefix="lr_sweep.") as work:
         peft_model, _, parts = train_joint(model, tok, subset, p, lr, seed, work, max_steps=sweep.max_steps)
+    if peft_model is None:
+        return None
     dev_metrics = dev_readout_metrics(peft_model, tok, dev)
     return {"lr": lr, "dev": dev_metrics, "steps": sweep.max_steps, "examples": len(subset),
             "final": parts[-1] if parts else None}

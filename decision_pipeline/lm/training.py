@@ -9,9 +9,11 @@ from transformers.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -41,6 +43,8 @@ class PretrainParams:
     threads: int = rule(min=1, doc="torch CPU threads")
     seeds: int = rule(min=1, doc="runs per selection, each with its own init seed and document order; the spread "
                                  "over them is the noise any gap between selections must beat")
+    save_steps: int = rule(min=0, doc="checkpoint every N steps (and at the end of each seed) so a killed stage "
+                                      "resumes; 0 = no checkpoints")
 
 
 def selected_texts(pool: Mapping[str, str], ids: Sequence[str], selection: str) -> list[str]:
@@ -68,9 +72,43 @@ def pack_tokens(docs_ids: Sequence[Sequence[int]], eos_id: int, budget: int) -> 
     raise ValueError(f"documents hold {pos} tokens, fewer than the budget {budget}")
 
 
+class StepCheckpoint:
+    """The whole state of one training run (model, optimizer, schedule, loss log, step) in one file.
+
+    Why: a killed `pretrain` must resume and end bitwise where an uninterrupted run ends. The
+    batch order is precomputed from the seed and nothing else draws random numbers after
+    initialisation, so model + optimizer + schedule + step is the entire state. Written to a
+    temporary sibling and renamed: a kill mid-save leaves the previous checkpoint intact.
+    """
+
+    def __init__(self, path: Path | None, every: int):
+        self.path, self.every = path, every
+
+    def load(self, model: PreTrainedModel, opt: torch.optim.Optimizer, sched: Any) -> tuple[int, list[dict]]:
+        if self.path is None or not self.path.is_file():
+            return 0, []
+        state = torch.load(self.path, weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        return int(state["step"]), list(state["log"])
+
+    def save(self, step: int, model: PreTrainedModel, opt: torch.optim.Optimizer, sched: Any, log: list[dict],
+             final: bool = False) -> None:
+        if self.path is None or not (final or (self.every and step % self.every == 0)):
+            return
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                    "step": step, "log": log}, tmp)
+        os.replace(tmp, self.path)
+
+
 def train_on_tokens(model: PreTrainedModel, tokens: np.ndarray, s: PretrainParams, seed: int,
-                    desc: str = "pretrain", on_step: Callable[[int, float], None] | None = None) -> list[dict]:
-    """Train on consecutive windows of `tokens` (order fixed by `seed`); return the loss log."""
+                    desc: str = "pretrain", on_step: Callable[[int, float], None] | None = None,
+                    checkpoint: StepCheckpoint | None = None) -> list[dict]:
+    """Train on consecutive windows of `tokens` (order fixed by `seed`); return the loss log.
+
+    With `checkpoint`, a run saved earlier continues from its last step (same final weights)."""
     torch.manual_seed(seed)
     n_windows = (len(tokens) - 1) // s.seq_len
     windows = torch.from_numpy(tokens[: n_windows * s.seq_len + 1].astype(np.int64))
@@ -80,10 +118,13 @@ def train_on_tokens(model: PreTrainedModel, tokens: np.ndarray, s: PretrainParam
     steps = max(1, len(order) // s.batch_size)
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(0.9, 0.95), weight_decay=WEIGHT_DECAY)
     sched = get_cosine_schedule_with_warmup(opt, min(s.warmup_steps, steps // 2), steps)
+    checkpoint = checkpoint or StepCheckpoint(None, 0)
+    start, log = checkpoint.load(model, opt, sched)
+    if start:
+        info("pretrain", f"{desc}: resuming from the checkpoint at step {start} of {steps}")
     model.train()
-    log = []
-    started = time.perf_counter()
-    for step in progress(range(steps), desc=desc, unit="step"):
+    started = time.perf_counter() - (log[-1]["seconds"] if log else 0.0)  # a resumed run continues the clock
+    for step in progress(range(start, steps), desc=desc, unit="step"):
         idx = order[step * s.batch_size:(step + 1) * s.batch_size]
         batch = torch.stack([windows[i * s.seq_len:(i + 1) * s.seq_len + 1] for i in idx])
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16 and not torch.cuda.is_available()):
@@ -96,6 +137,7 @@ def train_on_tokens(model: PreTrainedModel, tokens: np.ndarray, s: PretrainParam
         log.append({"step": step + 1, "loss": round(float(loss.detach()), 5), "lr": sched.get_last_lr()[0],
                     "tokens": (step + 1) * s.batch_size * s.seq_len,
                     "seconds": round(time.perf_counter() - started, 3)})
+        checkpoint.save(step + 1, model, opt, sched, log, final=step + 1 == steps)
         if on_step:
             on_step(step + 1, float(loss.detach()))
     model.eval()
@@ -151,11 +193,12 @@ def encode_dev(tok: PreTrainedTokenizerBase, rows: Sequence[Mapping]) -> dict[st
 
 
 def train_and_eval(docs_ids: Sequence[Sequence[int]], dev: DevSet, tok: PreTrainedTokenizerBase,
-                   p: PretrainParams, budget: int, seed: int, desc: str) -> tuple[PreTrainedModel, list[dict], dict]:
+                   p: PretrainParams, budget: int, seed: int, desc: str,
+                   checkpoint: StepCheckpoint | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
     """One run: pack to `budget`, train, evaluate every dev register; (model, loss log, held-out report)."""
     tokens = pack_tokens(docs_ids, tok.eos_token_id, budget)
     model = build_tiny_model(p.model, len(tok), tok.pad_token_id, tok.eos_token_id, seed)
-    log = train_on_tokens(model, tokens, p, seed, desc=desc)
+    log = train_on_tokens(model, tokens, p, seed, desc=desc, checkpoint=checkpoint)
     report, total_nll, total_tok, total_bytes = {"registers": {}}, 0.0, 0, 0
     for register, (ids, n_bytes) in sorted(dev.items()):
         nll, n = heldout_nll(model, ids, p.seq_len)
@@ -166,17 +209,23 @@ def train_and_eval(docs_ids: Sequence[Sequence[int]], dev: DevSet, tok: PreTrain
 
 
 def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], tok: PreTrainedTokenizerBase,
-             p: PretrainParams, budget: int, seed: int) -> tuple[PreTrainedModel, list[dict], dict]:
+             p: PretrainParams, budget: int, seed: int,
+             work_dir: str | Path | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
     """Train on selection `name` over `p.seeds` seeds; (seed-0 model, its loss log, metrics).
 
     Seed k initialises with `seed + k` and, for k >= 1, packs the documents in a seeded
     re-ordering (which also changes the window order): every selection gets the same
     treatment, so the arms compare as mean and range over seeds, not as one lucky run.
     `heldout` in the metrics is the seed-0 model (the one saved and used downstream).
+    With `work_dir` each seed checkpoints there (`seed-<k>.pt`) and a rerun resumes.
     """
     docs_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     heldout = encode_dev(tok, heldout_rows)
-    model, log, report = train_and_eval(docs_ids, heldout, tok, p, budget, seed, f"pretrain {name}")
+
+    def ckpt(k: int) -> StepCheckpoint | None:
+        return None if work_dir is None else StepCheckpoint(Path(work_dir) / f"seed-{k}.pt", p.save_steps)
+
+    model, log, report = train_and_eval(docs_ids, heldout, tok, p, budget, seed, f"pretrain {name}", ckpt(0))
     metrics = {"heldout": report, "params": count_params(model), "train": {
         "tokens": budget, "steps": len(log), "final_loss": log[-1]["loss"],
         "tokens_per_second": round(log[-1]["tokens"] / max(log[-1]["seconds"], 1e-9), 1)}}
@@ -185,7 +234,7 @@ def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], t
         order = make_rng(seed, "reorder", k).permutation(len(docs_ids))
         info("pretrain", f"{name}: seed {k + 1}/{p.seeds}")
         _, _, r = train_and_eval([docs_ids[i] for i in order], heldout, tok, p, budget, seed + k,
-                                 f"{name} seed {k + 1}")
+                                 f"{name} seed {k + 1}", ckpt(k))
         reports.append(r)
     metrics["seeds"] = seed_spread(reports)
     return model, log, metrics

@@ -12,7 +12,8 @@ import sys
 ROUND_PROMPTS, GENERATIONS, STEPS_PER_ROUND = 4, 4, 2
 
 
-def toy_params(max_steps: int = 6, save_steps: int = 2):
+def toy_params(max_steps: int = 6, save_steps: int = 2, num_processes: int = 1):
+    from decision_pipeline.decision.launch import LaunchParams
     from decision_pipeline.decision.rl_rewards import RewardParams
     from decision_pipeline.decision.rl_trainer import RLParams
     return RLParams(
@@ -24,7 +25,7 @@ def toy_params(max_steps: int = 6, save_steps: int = 2):
         reward=RewardParams(right=1, wrong=-1, defensible=0.2, defensible_min=0.1, unfinished=-1.5, length_target=8,
                             length_per_token=0.01, length_max_penalty=0.5, format_bonus=0.1),
         decisiveness_patterns=[r"\bwait\b"], use_vllm=False, vllm_mode="colocate", save_steps=save_steps,
-        seed_offset=0, threads=1)
+        seed_offset=0, threads=1, launch=LaunchParams(config="configs/accelerate/ddp.yaml", num_processes=num_processes))
 
 
 def low_ids(completion_ids, **_):
@@ -40,22 +41,28 @@ def adapter_digest(model) -> tuple[str, float]:
     return digest, moved
 
 
-def run(model_dir: str, work: str, max_steps: int) -> dict:
+def run(model_dir: str, work: str, max_steps: int) -> dict | None:
+    """Train and describe the adapter; None on a non-zero rank when started by `accelerate launch`."""
     import torch
 
+    from decision_pipeline.decision.launch import world_size
     from decision_pipeline.decision.rl_trainer import fingerprint_parts, train_grpo
     from decision_pipeline.lm.bpe import load_tokenizer
     from decision_pipeline.lm.model import load_model
 
     torch.set_num_threads(1)
-    p = toy_params(max_steps)
+    p = toy_params(max_steps, num_processes=world_size())
     questions = json.loads(open(f"{model_dir}/questions.json").read())[: p.prompts_needed]
     model, tok = load_model(model_dir), load_tokenizer(model_dir)
     fp = fingerprint_parts(p, 0, questions, "tiny", "code")
     peft_model, _, start = train_grpo(model, tok, questions, p, 0, work, fp, registry={"low_ids": low_ids})
+    if peft_model is None:
+        return None
     digest, moved = adapter_digest(peft_model)
     return {"start": start, "digest": digest, "moved": moved}
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(sys.argv[1], sys.argv[2], int(sys.argv[3]))))
+    result = run(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    if result is not None:
+        print(json.dumps(result))

@@ -8,7 +8,7 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import from_dict
 from decision_pipeline.decision.evaluation import answer_records, records_to_table, routing_at_30
 from decision_pipeline.decision.lr_choice import LrSweepParams, choose_lr
-from decision_pipeline.decision.sft_run import completed_step, merge_loss_log
+from decision_pipeline.decision.sft_run import checkpoint_loss_log, completed_step, prune_incomplete, seal_checkpoint
 
 
 def _question(i: int, gold: str) -> dict:
@@ -59,10 +59,14 @@ def test_empty_sweep_is_one_line_naming_the_key():
 
 
 def test_loss_log_survives_a_resume(tmp_path):
+    """Each checkpoint carries the loss rows up to its step; only sealed checkpoints count."""
     first = [{"step": s, "chain_loss": 1.0 / s} for s in (1, 2, 3, 4)]
-    assert merge_loss_log(tmp_path, 0, first) == first
     (tmp_path / "checkpoint-2").mkdir()
+    seal_checkpoint(tmp_path, 2, first[:2])
+    (tmp_path / "checkpoint-4").mkdir()  # saved by the trainer, killed before it was sealed
     assert completed_step(tmp_path) == 2
+    assert prune_incomplete(tmp_path) == ["checkpoint-4"] and not (tmp_path / "checkpoint-4").exists()
+    assert checkpoint_loss_log(tmp_path, 2) == first[:2] and checkpoint_loss_log(tmp_path, 0) == []
     resumed = [{"step": s, "chain_loss": 0.5} for s in (3, 4)]
-    merged = merge_loss_log(tmp_path, 2, resumed)
+    merged = checkpoint_loss_log(tmp_path, 2) + resumed
     assert [r["step"] for r in merged] == [1, 2, 3, 4] and merged[2]["chain_loss"] == 0.5

@@ -7,6 +7,7 @@ import torch
 from decision_pipeline.decision.sft_data import (MAX_LABELS, JointCollator, build_joint_examples, joint_losses, readout_example,
                                  readout_target)
 from decision_pipeline.decision.lr_choice import lr_rule
+from decision_pipeline.decision.launch import LaunchParams
 from decision_pipeline.decision.sft_trainer import SFTParams, train_joint
 
 
@@ -14,7 +15,8 @@ def sft_params(**overrides) -> SFTParams:
     values = dict(lr_source="fixed", lr=1e-3, max_steps=3, batch_size=4, warmup_steps=0, lora_r=4, lora_alpha=8,
                   lora_targets=["q_proj", "v_proj"], alpha=0.5, readout_weight=1.0, readout_copies=1,
                   prompt_loss_weight=1.0, max_length=512, dev_items=8, train_embeddings=False,
-                  long_chain_tokens=0, save_steps=0, seed_offset=0, threads=1)
+                  embedding_tokens="all", bf16=False, long_chain_tokens=0, save_steps=0, seed_offset=0, threads=1,
+                  launch=LaunchParams(config="configs/accelerate/ddp.yaml", num_processes=1))
     values.update(overrides)
     return SFTParams(**values)
 from decision_pipeline.lm.model import load_model
@@ -125,5 +127,39 @@ def test_loss_log_is_written_at_every_checkpoint(tiny_dir, tiny, questions, tmp_
     examples, _ = build_joint_examples(tok, questions[:6], kept, {}, 0.5, 1.0, 512)
     seen = []
     train_joint(load_model(tiny_dir), tok, examples, sft_params(max_steps=4, save_steps=2), 1e-3, 3, tmp_path / "w",
-                on_save=lambda parts: seen.append([p["step"] for p in parts]))
-    assert seen == [[1, 2], [1, 2, 3, 4]]
+                on_save=lambda step, parts: seen.append((step, [p["step"] for p in parts])))
+    assert seen == [(2, [1, 2]), (4, [1, 2, 3, 4])]
+
+
+def _chain_examples(tok, questions, n=8):
+    kept = [{"id": f"c{i}", "question_id": q["id"], "text": "<think>\nx\n</think>\nAnswer: A"}
+            for i, q in enumerate(questions[:n])]
+    return build_joint_examples(tok, questions[:n], kept, {}, 0.5, 1.0, 512)[0]
+
+
+def test_seen_embedding_delta_trains_only_the_rows_the_examples_use(tiny_dir, tiny, questions, tmp_path):
+    from decision_pipeline.decision.prompts import label_ids
+    from decision_pipeline.decision.sft_trainer import embedding_rows
+    model, tok = tiny
+    examples = _chain_examples(tok, questions)
+    rows = embedding_rows(model, tok, examples, "seen")
+    assert {t for ex in examples for t in ex["input_ids"]} | set(label_ids(tok, 8)) == set(rows)
+    assert len(rows) < model.get_input_embeddings().num_embeddings  # far fewer rows than the vocabulary
+    assert embedding_rows(model, tok, examples, "all") == list(range(model.get_input_embeddings().num_embeddings))
+    peft_model, _, _ = train_joint(load_model(tiny_dir), tok, examples,
+                                   sft_params(train_embeddings=True, embedding_tokens="seen"), 1e-2, 3, tmp_path / "w")
+    trained = peft_model.merge_and_unload().get_input_embeddings().weight
+    base = load_model(tiny_dir).get_input_embeddings().weight
+    changed = set(torch.nonzero((trained != base).any(dim=1)).flatten().tolist())
+    assert changed and changed <= set(rows)
+
+
+def test_cpu_bf16_autocast_is_applied_and_stays_close(tiny_dir, tiny, questions, tmp_path):
+    """sft.bf16 turns on CPU bf16 autocast: the losses move (so it is on) but stay within 2% of fp32."""
+    _, tok = tiny
+    examples = _chain_examples(tok, questions)
+    runs = [train_joint(load_model(tiny_dir), tok, examples, sft_params(bf16=bf16), 1e-3, 3, tmp_path / f"w{bf16}")[2]
+            for bf16 in (False, True)]
+    fp32, bf16 = ([r["chain_loss"] for r in parts] for parts in runs)
+    assert fp32 != bf16
+    assert bf16 == pytest.approx(fp32, rel=0.02)

@@ -18,7 +18,7 @@ def params(**overrides) -> PretrainParams:
     values = dict(model=TinyModelSpec(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
                                       max_positions=128),
                   seq_len=16, batch_size=4, lr=3e-3, warmup_steps=1, epochs=1, bf16=False, threads=1,
-                  seeds=2)
+                  seeds=2, save_steps=0)
     return PretrainParams(**{**values, **overrides})
 
 
@@ -85,3 +85,31 @@ def test_params_classes_have_no_code_defaults():
         for f in dataclasses.fields(cls):
             assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, (cls, f.name)
             assert f.metadata.get("doc"), (cls, f.name)
+
+
+def test_a_checkpointed_run_resumes_to_the_same_weights(tiny, texts, dev_rows, tmp_path):
+    """Stop after 3 of 6 steps (the checkpoint of step 3 is what a kill leaves), resume: same weights, same log."""
+    from decision_pipeline.lm.model import build_tiny_model
+    from decision_pipeline.lm.training import StepCheckpoint, pack_tokens, train_on_tokens
+    _, tok = tiny
+    p = params(save_steps=3)
+    tokens = pack_tokens([tok(t, add_special_tokens=False)["input_ids"] for t in texts], tok.eos_token_id, 400)
+    fresh = lambda: build_tiny_model(p.model, len(tok), tok.pad_token_id, tok.eos_token_id, 7)  # noqa: E731
+    straight = fresh()
+    log_straight = train_on_tokens(straight, tokens, p, seed=7)
+    stopped = fresh()
+    ckpt = StepCheckpoint(tmp_path / "seed-0.pt", every=3)
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_three(step, _loss):
+        if step == 3:
+            raise Stop
+    with pytest.raises(Stop):
+        train_on_tokens(stopped, tokens, p, seed=7, on_step=stop_after_three, checkpoint=ckpt)
+    resumed = fresh()  # a new process: weights from init, then the checkpoint
+    log_resumed = train_on_tokens(resumed, tokens, p, seed=7, checkpoint=ckpt)
+    assert [r["loss"] for r in log_resumed] == [r["loss"] for r in log_straight]
+    for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()):
+        assert torch.equal(a, b)

@@ -184,7 +184,8 @@ def pretrain_case(tmp: Path, inp: Inputs, expect: tuple[str, ...], changes: dict
     return Case("pretrain", ["curated", "--params", write_params(tmp, changes), "--selection", str(selection),
                              "--pool", str(inp.pool), "--heldout", str(inp.dev), "--tokenizer", inp.model,
                              "--out", str(out / "model"), "--plot", str(out / "loss.json"),
-                             "--metrics", str(out / "pretrain.json")], expect)
+                             "--metrics", str(out / "pretrain.json"), "--timings", str(out / "timings.json"),
+                             "--work", str(out / "work")], expect)
 
 
 def base_model_case(tmp: Path, inp: Inputs, expect: tuple[str, ...], path: str) -> Case:
@@ -202,7 +203,7 @@ def generate_case(tmp: Path, inp: Inputs, expect: tuple[str, ...], changes: dict
     out = tmp / "out"
     return Case("generate", ["--params", write_params(tmp, {**GEN_SMALL, **changes}), "--model", inp.model,
                              "--items", str(inp.items), "--out", str(log_dir or out / "generate"),
-                             "--metrics", str(out / "generate.json")], expect)
+                             "--metrics", str(out / "generate.json"), "--timings", str(out / "timings.json")], expect)
 
 
 def torn_resume_case(tmp: Path, inp: Inputs) -> Case:
@@ -244,7 +245,8 @@ def sft_case(tmp: Path, inp: Inputs, expect: tuple[str, ...], changes: dict) -> 
     return Case("sft", ["--params", write_params(tmp, changes), "--base", inp.model, "--items", str(inp.items),
                         "--kept", str(tmp / "kept.jsonl"), "--chains", str(tmp / "chains.jsonl"),
                         "--chosen", str(tmp / "choose_lr.json"), "--work", str(out / "work"),
-                        "--out", str(out / "sft"), "--metrics", str(out / "sft.json"), "--plots", str(out / "plots")],
+                        "--out", str(out / "sft"), "--metrics", str(out / "sft.json"), "--plots", str(out / "plots"),
+                        "--timings", str(out / "timings.json")],
                 expect)
 
 
@@ -426,7 +428,7 @@ def test_removing_a_torn_line_from_the_chain_log_keeps_record_order(tmp_path, in
 
     params = write_params(tmp_path, {**GEN_SMALL, "generate.max_questions": 4, "generate.chunk": 2})
     argv = ["--params", params, "--model", inputs.model, "--items", str(inputs.items),
-            "--metrics", str(tmp_path / "generate.json")]
+            "--metrics", str(tmp_path / "generate.json"), "--timings", str(tmp_path / "timings.json")]
     assert generate.main(argv + ["--out", str(tmp_path / "clean")]) == 0
     clean = (tmp_path / "clean" / "chains.jsonl").read_text()
     lines = clean.splitlines(keepends=True)
