@@ -177,7 +177,9 @@ def test_outputs_round_trip_through_the_s3_remote(repo, tmp_path, monkeypatch):
         _run(["dvc", "push"], clone, extra_env=creds)
         bucket = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
                               aws_access_key_id="local", aws_secret_access_key="local")
-        keys = [o["Key"] for o in bucket.list_objects_v2(Bucket=local_s3.DEFAULT_BUCKET)["Contents"]]
+        # moto keeps one store per process: other tests' remotes live under their own prefixes in this bucket
+        listing = bucket.list_objects_v2(Bucket=local_s3.DEFAULT_BUCKET, Prefix="cache/")
+        keys = [o["Key"] for o in listing.get("Contents", [])]
         assert keys and all(k.startswith("cache/files/md5/") for k in keys)
         tracked = [clone / "models" / "sft" / "model.safetensors", clone / "data" / "items" / "items.parquet"]
         before = [_sha(p) for p in tracked]
