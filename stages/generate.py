@@ -49,11 +49,13 @@ def main(argv: list[str] | None = None) -> None:
         print(f"error: generate: {metrics['why']}; {metrics['records']} records kept in {args.out}; "
               "rerun `dvc repro` to resume", file=sys.stderr)
         raise SystemExit(3)
-    throughput = metrics.pop("throughput")
+    # how much of the log an earlier run wrote is run history, not a result: a fresh clone's run and
+    # a resumed one must give the same metrics, so it goes to the timings file with the throughput
+    run = {**metrics.pop("throughput"), "resumed_records": metrics.pop("resumed_records")}
     write_json(args.metrics, metrics)
-    write_timings(args.timings, started, throughput)
+    write_timings(args.timings, started, run)
     summary("generate", started, questions=len(questions), records=metrics["records"],
-            resumed=metrics["resumed_records"], tok_per_s=throughput["tokens_per_second"],
+            resumed=run["resumed_records"], tok_per_s=run["tokens_per_second"],
             truncated=metrics["base"]["truncated"])
 
 

@@ -7,6 +7,9 @@ iterating all of it. Every selection is trained `pretrain.seeds` times (init
 seed and document order vary); the seed-0 model is saved. Each seed checkpoints
 into `--work` (`persist: true`) every `pretrain.save_steps`: a killed stage resumes
 there and ends with the same weights; a change of params, data or code starts afresh.
+`pretrain.launch` picks the process count and accelerate config: more than one process
+re-runs this command under `accelerate launch` (DDP, an equal share of every batch per
+process), and rank 0 alone writes the outputs.
 """
 from __future__ import annotations
 
@@ -21,6 +24,8 @@ from decision_pipeline.common.fingerprint import claim_work_dir, code_fingerprin
 from decision_pipeline.common.io import atomic_dir, read_json, read_table, write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, read_params_file, stage_parser
+from decision_pipeline.decision.launch import (LaunchParams, finish, is_main, on_main_then_all, threads_per_process,
+                                               train_here)
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm import model as model_module
 from decision_pipeline.lm import training
@@ -38,7 +43,7 @@ def model_fingerprint_of_tokenizer(tokenizer_dir: str) -> str:
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
-    ap = stage_parser(__doc__, (PretrainParams, "pretrain"))
+    ap = stage_parser(__doc__, (PretrainParams, "pretrain"), (LaunchParams, "pretrain.launch"))
     ap.add_argument("name", help="selection name (curated, filtered_random or random)")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--selection", required=True, help="the curate output directory (selection.json)")
@@ -55,17 +60,23 @@ def main(argv: list[str] | None = None) -> None:
     p = load_section(PretrainParams, "pretrain", args.params)
     seed = load_base(args.params).seed
     budget = int(read_params_file(args.params)["curate"]["budget_tokens"])
-    torch.set_num_threads(p.threads)
+    if not train_here(p.launch, "pretrain", "stages.pretrain", argv, args.params, p.bf16):
+        return  # the launched processes trained; rank 0 wrote the outputs and the summary line
+    torch.set_num_threads(threads_per_process(p.threads))
     tok = load_tokenizer(args.tokenizer)
     texts = {r["id"]: r["text"] for r in read_table(args.pool)}
     selection = f"{args.selection}/selection.json"
     chosen = selected_texts(texts, read_json(selection)["ids"], selection)
     heldout = read_table(args.heldout)
-    content = {k: v for k, v in asdict(p).items() if k not in ("threads", "save_steps")}
-    claim_work_dir(args.work, run_fingerprint(content, budget, seed, chosen, [r["text"] for r in heldout],
-                                              model_fingerprint_of_tokenizer(args.tokenizer),
-                                              code_fingerprint(training, model_module)))
+    # a checkpoint holds the whole state and no rank draws random numbers, so any process count resumes it
+    content = {k: v for k, v in asdict(p).items() if k not in ("threads", "save_steps", "launch")}
+    fingerprint = run_fingerprint(content, budget, seed, chosen, [r["text"] for r in heldout],
+                                  model_fingerprint_of_tokenizer(args.tokenizer), code_fingerprint(training, model_module))
+    on_main_then_all(lambda: claim_work_dir(args.work, fingerprint))
     model, log, metrics = pretrain(args.name, chosen, heldout, tok, p, budget, seed, work_dir=args.work)
+    finish()
+    if not is_main():
+        return  # only rank 0 writes
     with atomic_dir(args.out) as tmp:
         model.save_pretrained(str(tmp))
         tok.save_pretrained(str(tmp))

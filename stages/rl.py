@@ -24,6 +24,7 @@ from decision_pipeline.common.io import atomic_dir, read_jsonl, write_json, writ
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.decision import rl_rewards, rl_trainer
+from decision_pipeline.decision.adapters import save_adapter
 from decision_pipeline.decision.launch import LaunchParams, finish, threads_per_process, train_here
 from decision_pipeline.decision.questions import load_items
 from decision_pipeline.decision.rl_metrics import round_rows, run_summary
@@ -73,18 +74,19 @@ def main(argv: list[str] | None = None) -> None:
     rounds = round_rows(rollouts, history, p.steps_per_generation)
     metrics = run_summary(rollouts, history, rounds, p.max_steps, 1000, seed)
     origins = {s["id"]: s["origin"] for s in selected}
-    metrics.update(resumed_from_step=resumed_from, steps=p.max_steps,
+    metrics.update(steps=p.max_steps,
                    prompts_by_origin={o: sum(origins[q["id"]] == o for q in questions) for o in ("fresh", "sft")})
     merged = peft_model.merge_and_unload()
     with atomic_dir(args.out) as tmp:
-        peft_model.save_pretrained(str(tmp / "adapter"))
+        save_adapter(peft_model, tmp / "adapter")
         merged.save_pretrained(str(tmp))
         tok.save_pretrained(str(tmp))
     write_json(f"{args.plots}/rounds.json", rounds)
     plot_rl_rounds(rounds, f"{args.plots}/rounds.png", f"GRPO on the SFT model: {p.rounds} rounds x "
                                                       f"{p.prompts_per_round} prompts x {p.num_generations} chains")
     write_json(args.metrics, metrics)
-    write_timings(args.timings, started, {"train_seconds_this_run": round(train_seconds, 1),
+    write_timings(args.timings, started, {"resumed_from_step": resumed_from,
+                                          "train_seconds_this_run": round(train_seconds, 1),
                                           "completions_per_second": round(metrics["completions"] / max(train_seconds, 1e-9), 2)
                                           if resumed_from == 0 else None})
     gain = metrics["reward_gain"]

@@ -47,11 +47,13 @@ def main(argv: list[str] | None = None) -> None:
     logits = readout(model, tok, questions, p.batch_size)
     rows = probe_rows(questions, read_jsonl(f"{args.out}/chains.jsonl"), logits, tok, p.k)
     write_jsonl(f"{args.out}/probe.jsonl", rows)
-    write_timings(args.timings, started, {"tokens_per_second": generation.pop("tokens_per_second")})
+    # run history (what an earlier run had logged) goes with the throughput, not into the metrics
+    write_timings(args.timings, started, {key: generation.pop(key)
+                                          for key in ("tokens_per_second", "resumed_records", "new_records")})
     metrics = probe_metrics(rows, p.k, generation)
     write_json(args.metrics, metrics)
     summary("rl_probe", started, questions=len(rows), fresh=metrics["fresh"]["questions"],
-            mixed_share=metrics["mixed_share"], resumed=generation["resumed_records"])
+            mixed_share=metrics["mixed_share"])
 
 
 if __name__ == "__main__":

@@ -151,8 +151,31 @@ def train_here(launch: LaunchParams, section: str, module: str, argv: Sequence[s
     if needs_launch(launch, config):
         relaunch(module, argv, launch, mixed_precision(bf16_on_cpu))
         return False
+    if launched():
+        die_with_launcher()
     bind_device()
     return True
+
+
+def die_with_launcher() -> None:
+    """Ask Linux to SIGKILL this training process when its launcher dies.
+
+    Why: torch's elastic agent starts each worker in a session of its own, so a `kill -9`
+    of the stage (the launcher) left the workers training on and writing checkpoints into
+    the work directory while the rerun read it. Elsewhere than Linux this is a no-op.
+    """
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        return
+    PR_SET_PDEATHSIG = 1
+    parent = os.getppid()
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the launcher died before the request took effect
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def bind_device() -> None:

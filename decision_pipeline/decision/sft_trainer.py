@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 import torch
 from datasets import Dataset
 from peft import LoraConfig
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback, TrainerState
 from trl import SFTConfig
 
 from decision_pipeline.common.errors import PipelineError
@@ -119,8 +119,14 @@ def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: 
         trainer.add_callback(_SaveLossLog(lambda step: on_save(step, list(trainer.part_log))))
     for callback in callbacks:
         trainer.add_callback(callback)
-    has_checkpoint = resume and any(Path(work_dir).glob("checkpoint-*"))
-    trainer.train(resume_from_checkpoint=True if has_checkpoint else None)
+    checkpoints = sorted(Path(work_dir).glob("checkpoint-*"), key=lambda c: int(c.name.split("-")[1])) if resume else []
+    if checkpoints and int(checkpoints[-1].name.split("-")[1]) >= config.max_steps:
+        # The run already ended: resumed there, the trainer runs one more training step before it
+        # checks its stop condition (a step 2001 of 2000 in the loss log), so load the final state instead.
+        trainer._load_from_checkpoint(str(checkpoints[-1]))
+        trainer.state = TrainerState.load_from_json(str(checkpoints[-1] / "trainer_state.json"))
+    else:
+        trainer.train(resume_from_checkpoint=True if checkpoints else None)
     return consolidated(trainer, work_dir), trainer.state.log_history, trainer.part_log
 
 

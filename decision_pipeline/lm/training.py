@@ -23,6 +23,7 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_rng
 from decision_pipeline.common.log import info, progress
 from decision_pipeline.common.params import rule
+from decision_pipeline.decision.launch import LaunchParams, is_main, rank, world_size
 from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model, count_params
 
 # Fixed by design, not params: AdamW(betas 0.9/0.95) with this decay and clipping.
@@ -45,6 +46,14 @@ class PretrainParams:
                                  "over them is the noise any gap between selections must beat")
     save_steps: int = rule(min=0, doc="checkpoint every N steps (and at the end of each seed) so a killed stage "
                                       "resumes; 0 = no checkpoints")
+    launch: LaunchParams = rule(doc="training processes (DDP: each takes an equal share of every batch) and the "
+                                    "accelerate config that starts them")
+
+    def __post_init__(self) -> None:
+        if self.batch_size % self.launch.num_processes:
+            raise PipelineError(f"params.yaml: pretrain.batch_size ({self.batch_size}) must be divisible by "
+                                f"pretrain.launch.num_processes ({self.launch.num_processes}): the global batch "
+                                "is split evenly across the processes")
 
 
 def selected_texts(pool: Mapping[str, str], ids: Sequence[str], selection: str) -> list[str]:
@@ -69,7 +78,8 @@ def pack_tokens(docs_ids: Sequence[Sequence[int]], eos_id: int, budget: int) -> 
         pos += take
         if pos == budget:
             return out
-    raise ValueError(f"documents hold {pos} tokens, fewer than the budget {budget}")
+    raise PipelineError(f"params.yaml: curate.budget_tokens: the selection's documents hold {pos} tokens, fewer "
+                        f"than the budget {budget}; lower the budget or let curate select more (curate.overfill)")
 
 
 class StepCheckpoint:
@@ -95,7 +105,7 @@ class StepCheckpoint:
 
     def save(self, step: int, model: PreTrainedModel, opt: torch.optim.Optimizer, sched: Any, log: list[dict],
              final: bool = False) -> None:
-        if self.path is None or not (final or (self.every and step % self.every == 0)):
+        if self.path is None or not is_main() or not (final or (self.every and step % self.every == 0)):
             return
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
@@ -108,7 +118,11 @@ def train_on_tokens(model: PreTrainedModel, tokens: np.ndarray, s: PretrainParam
                     checkpoint: StepCheckpoint | None = None) -> list[dict]:
     """Train on consecutive windows of `tokens` (order fixed by `seed`); return the loss log.
 
-    With `checkpoint`, a run saved earlier continues from its last step (same final weights)."""
+    With `checkpoint`, a run saved earlier continues from its last step (same final weights).
+    Under several processes (`pretrain.launch`) rank r takes windows r, r+W, ... of every
+    batch and DDP averages the gradients: every window has `seq_len` tokens, so the average
+    of the ranks' mean losses is the one-process loss and the step is the same up to float
+    summation order. The logged loss is that global mean."""
     torch.manual_seed(seed)
     n_windows = (len(tokens) - 1) // s.seq_len
     windows = torch.from_numpy(tokens[: n_windows * s.seq_len + 1].astype(np.int64))
@@ -123,18 +137,19 @@ def train_on_tokens(model: PreTrainedModel, tokens: np.ndarray, s: PretrainParam
     if start:
         info("pretrain", f"{desc}: resuming from the checkpoint at step {start} of {steps}")
     model.train()
+    forward, device = data_parallel(model)
     started = time.perf_counter() - (log[-1]["seconds"] if log else 0.0)  # a resumed run continues the clock
     for step in progress(range(start, steps), desc=desc, unit="step"):
-        idx = order[step * s.batch_size:(step + 1) * s.batch_size]
-        batch = torch.stack([windows[i * s.seq_len:(i + 1) * s.seq_len + 1] for i in idx])
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16 and not torch.cuda.is_available()):
-            loss = model(input_ids=batch[:, :-1], labels=batch[:, :-1].clone(), use_cache=False).loss
+        idx = order[step * s.batch_size:(step + 1) * s.batch_size][rank()::world_size()]
+        batch = torch.stack([windows[i * s.seq_len:(i + 1) * s.seq_len + 1] for i in idx]).to(device)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16 and device.type == "cpu"):
+            loss = forward(input_ids=batch[:, :-1], labels=batch[:, :-1].clone(), use_cache=False).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        log.append({"step": step + 1, "loss": round(float(loss.detach()), 5), "lr": sched.get_last_lr()[0],
+        log.append({"step": step + 1, "loss": round(global_mean(loss.detach()), 5), "lr": sched.get_last_lr()[0],
                     "tokens": (step + 1) * s.batch_size * s.seq_len,
                     "seconds": round(time.perf_counter() - started, 3)})
         checkpoint.save(step + 1, model, opt, sched, log, final=step + 1 == steps)
@@ -142,6 +157,36 @@ def train_on_tokens(model: PreTrainedModel, tokens: np.ndarray, s: PretrainParam
             on_step(step + 1, float(loss.detach()))
     model.eval()
     return log
+
+
+def data_parallel(model: PreTrainedModel) -> tuple[Callable[..., Any], torch.device]:
+    """The callable that runs a training forward pass, and the device batches go to.
+
+    One process: the model itself, on the GPU when there is one. Several (`accelerate
+    launch`): the process group is started and the model wrapped in DDP, which all-reduces
+    (averages) the gradients in `backward`; gloo on CPU, NCCL on GPUs.
+    """
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    model.to(device)
+    if world_size() == 1:
+        return model, device
+    from accelerate import PartialState
+
+    PartialState(cpu=not cuda)  # initialises the process group from the launcher's environment
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if cuda else None)
+    return ddp, device
+
+
+def global_mean(value: torch.Tensor) -> float:
+    """The mean of a per-process scalar over every process (the value itself with one)."""
+    if world_size() == 1:
+        return float(value)
+    import torch.distributed as dist
+
+    total = value.detach().float().clone()
+    dist.all_reduce(total)
+    return float(total) / world_size()
 
 
 @torch.no_grad()
@@ -152,6 +197,7 @@ def heldout_nll(model: PreTrainedModel, docs_ids: Sequence[Sequence[int]], seq_l
     Each document is cut into consecutive windows of `seq_len`; every token but
     a window's first is predicted once. Deterministic: no sampling of batches.
     """
+    device = next(model.parameters()).device
     windows = [list(d[i:i + seq_len]) for d in docs_ids for i in range(0, len(d), seq_len) if len(d[i:i + seq_len]) > 1]
     total, count = 0.0, 0
     for b in range(0, len(windows), batch_size):
@@ -162,7 +208,7 @@ def heldout_nll(model: PreTrainedModel, docs_ids: Sequence[Sequence[int]], seq_l
         for r, w in enumerate(chunk):
             ids[r, :len(w)] = torch.tensor(w)
             labels[r, :len(w)] = torch.tensor(w)
-        logits = model(input_ids=ids, use_cache=False).logits.float()
+        logits = model(input_ids=ids.to(device), use_cache=False).logits.float().cpu()
         logp = torch.log_softmax(logits[:, :-1], dim=-1)
         target = labels[:, 1:]
         mask = target != -100

@@ -6,6 +6,8 @@ import dataclasses
 import pytest
 import torch
 
+from decision_pipeline.common.errors import PipelineError
+
 from decision_pipeline.decision.questions import LABELS
 from decision_pipeline.lm.bpe import TokenizerParams, load_tokenizer, train_pipeline_tokenizer
 from decision_pipeline.lm.model import TinyModelSpec
@@ -64,7 +66,7 @@ def test_encode_dev_groups_ids_and_bytes(tiny, dev_rows):
 
 def test_budget_beyond_the_documents_is_an_error(tiny, texts, dev_rows):
     _, tok = tiny
-    with pytest.raises(ValueError, match="fewer than the budget"):
+    with pytest.raises(PipelineError, match="fewer than the budget"):
         pretrain("random", texts[:2], dev_rows, tok, params(), budget=10_000, seed=1)
 
 

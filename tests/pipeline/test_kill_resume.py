@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 import sys
 from pathlib import Path
 
@@ -153,7 +154,8 @@ def test_generate_killed_at_three_points_resumes_byte_identical(forker, inputs, 
     rc, log = forker.run("stages.generate:main", _generate_args(inputs, run), tmp_path / "final.log")
     assert rc == 0, log
     assert (run / "generate" / "chains.jsonl").read_bytes() == (generate_reference / "generate" / "chains.jsonl").read_bytes()
-    assert json.loads((run / "generate.json").read_text())["resumed_records"] == kept
+    assert json.loads((run / "timings.json").read_text())["resumed_records"] == kept  # run history, not a metric
+    assert "resumed_records" not in json.loads((run / "generate.json").read_text())
     assert not (run / "generate" / "shards").exists()
 
 
@@ -235,8 +237,20 @@ def test_sft_killed_at_three_checkpoints_resumes_to_identical_weights(forker, in
     assert rc == 0, log
     assert _weights(run) == _weights(sft_reference)  # bitwise: CPU, fixed seed, RNG state restored
     ref, got = (json.loads((r / "sft.json").read_text()) for r in (sft_reference, run))
-    # `train_loss` is left out: the trainer averages it over the steps of its last invocation only
-    assert got["dev"] == ref["dev"] and got["final"] == ref["final"]
+    # `train_loss` comes from the whole sealed loss log (the trainer's own averages only its last invocation)
+    assert got["dev"] == ref["dev"] and got["final"] == ref["final"] and got["train_loss"] == ref["train_loss"]
+
+
+def test_sft_rerun_after_the_last_checkpoint_trains_nothing(forker, inputs, sft_reference, tmp_path):
+    """A rerun whose work directory already holds the final checkpoint (a lost output, a `dvc repro -f`)
+    loads it: the trainer resumed there ran one more training step (step 13 of 12 in the loss log)."""
+    run = tmp_path / "run"
+    shutil.copytree(sft_reference / "work", run / "work")
+    rc, log = forker.run("stages.sft:main", _sft_args(inputs, run), tmp_path / "again.log")
+    assert rc == 0, log
+    assert _weights(run) == _weights(sft_reference)
+    for rel in ("sft/adapter/adapter_config.json", "sft.json", "plots/loss_parts.json"):
+        assert (run / rel).read_bytes() == (sft_reference / rel).read_bytes(), rel
 
 
 def test_sft_loss_log_survives_a_kill_between_checkpoint_and_loss_log(forker, inputs, sft_reference, tmp_path):

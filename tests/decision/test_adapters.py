@@ -1,0 +1,40 @@
+"""Adapters are saved byte-identically whatever the interpreter's hash seed."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from decision_pipeline.decision.adapters import canonical_config
+
+ROOT = Path(__file__).resolve().parents[2]
+SAVE = """
+import sys
+from peft import LoraConfig, get_peft_model
+from decision_pipeline.decision.adapters import save_adapter
+from decision_pipeline.lm.model import load_model
+model = get_peft_model(load_model(sys.argv[1]), LoraConfig(r=2, lora_alpha=4, task_type="CAUSAL_LM",
+                       target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
+save_adapter(model, sys.argv[2])
+"""
+
+
+def test_module_lists_are_sorted_and_the_rest_kept():
+    config = {"target_modules": ["v_proj", "q_proj"], "modules_to_save": None, "r": 16, "exclude_modules": "x.*"}
+    assert canonical_config(config) == {"target_modules": ["q_proj", "v_proj"], "modules_to_save": None, "r": 16,
+                                        "exclude_modules": "x.*"}
+
+
+def test_two_hash_seeds_write_the_same_adapter_config(tiny_dir, tmp_path):
+    """PEFT keeps target_modules as a set: without the sort the file's order followed PYTHONHASHSEED."""
+    written = []
+    for seed in ("1", "2"):
+        out = tmp_path / seed
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.run([sys.executable, "-c", SAVE, tiny_dir, str(out)], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        written.append((out / "adapter_config.json").read_bytes())
+    assert written[0] == written[1]
+    assert b'"q_proj"' in written[0]
