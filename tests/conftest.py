@@ -1,8 +1,10 @@
 """Shared fixtures: a tiny tokenizer and model built locally (nothing from a hub)."""
 from __future__ import annotations
 
+import json
 import os
 import random
+import shutil
 
 import pytest
 
@@ -45,3 +47,12 @@ def tiny(tiny_dir):
     from decision_pipeline.lm.model import load_model
     from decision_pipeline.lm.bpe import load_tokenizer
     return load_model(tiny_dir), load_tokenizer(tiny_dir)
+
+
+@pytest.fixture(scope="session")
+def toy_model_dir(tiny_dir, questions, tmp_path_factory) -> str:
+    """The tiny model with the questions beside it: what `tests/decision/rl_helpers.py` trains GRPO on."""
+    d = tmp_path_factory.mktemp("toy_rl")
+    shutil.copytree(tiny_dir, d, dirs_exist_ok=True)
+    (d / "questions.json").write_text(json.dumps(questions))
+    return str(d)

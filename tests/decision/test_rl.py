@@ -157,15 +157,6 @@ def test_quarter_gain_compares_first_and_last_quarter_prompts():
     assert rounds[0]["mixed_group_share"] == 1.0 and rounds[0]["unfinished_share"] == 0.5
 
 
-@pytest.fixture(scope="module")
-def toy_model_dir(tiny_dir, questions, tmp_path_factory) -> str:
-    import shutil
-    d = tmp_path_factory.mktemp("toy_rl")
-    shutil.copytree(tiny_dir, d, dirs_exist_ok=True)
-    (d / "questions.json").write_text(json.dumps(questions))
-    return str(d)
-
-
 def _helper(model_dir: str, work: Path, steps: int) -> subprocess.Popen:
     env = {**os.environ, "PIPELINE_QUIET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.Popen([sys.executable, str(HELPERS), model_dir, str(work), str(steps)], env=env,

@@ -27,6 +27,7 @@ import random
 import shutil
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import yaml
@@ -114,12 +115,18 @@ def _generate_args(inputs: dict, run: Path, params: str | None = None) -> list:
              "--timings", str(run / "timings.json")]]
 
 
-@pytest.fixture(scope="module")
-def generate_reference(forker, inputs, tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("generate_ref")
-    rc, log = forker.run("stages.generate:main", _generate_args(inputs, run), run / "log")
+def _reference_run(forker, tmp_path_factory, name: str, call: str, args: Callable[[Path], list]) -> Path:
+    """An uninterrupted run of `call` (a stage's `main`) in a fresh directory: what every kill is compared with."""
+    run = tmp_path_factory.mktemp(name)
+    rc, log = forker.run(call, args(run), run / "log")
     assert rc == 0, log
     return run
+
+
+@pytest.fixture(scope="module")
+def generate_reference(forker, inputs, tmp_path_factory) -> Path:
+    return _reference_run(forker, tmp_path_factory, "generate_ref", "stages.generate:main",
+                          lambda run: _generate_args(inputs, run))
 
 
 def _shards(run: Path) -> list[Path]:
@@ -198,10 +205,7 @@ def _sft_args(inputs: dict, run: Path) -> list:
 
 @pytest.fixture(scope="module")
 def sft_reference(forker, inputs, tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("sft_ref")
-    rc, log = forker.run("stages.sft:main", _sft_args(inputs, run), run / "log")
-    assert rc == 0, log
-    return run
+    return _reference_run(forker, tmp_path_factory, "sft_ref", "stages.sft:main", lambda run: _sft_args(inputs, run))
 
 
 def _sft_checkpoints(inputs: dict) -> list[int]:
@@ -285,24 +289,15 @@ def test_sft_resumes_after_a_kill_in_the_middle_of_a_checkpoint_save(forker, inp
 RL_STEPS = 6
 
 
-@pytest.fixture(scope="module")
-def rl_model_dir(tiny_dir, questions, tmp_path_factory) -> str:
-    import shutil
-    d = tmp_path_factory.mktemp("toy_rl")
-    shutil.copytree(tiny_dir, d, dirs_exist_ok=True)
-    (d / "questions.json").write_text(json.dumps(questions))
-    return str(d)
-
-
 def _rl_result(log: Path) -> dict:
     return json.loads(log.read_text().strip().splitlines()[-1])
 
 
-def test_rl_killed_at_three_rollout_points_resumes_to_the_same_adapter(forker, rl_model_dir, tmp_path):
+def test_rl_killed_at_three_rollout_points_resumes_to_the_same_adapter(forker, toy_model_dir, tmp_path):
     sys.path.insert(0, str(ROOT / "tests" / "decision"))
     import rl_helpers  # the forker imports the same file as tests.decision.rl_helpers
     ref = tmp_path / "ref"
-    rc, _ = forker.run("tests.decision.rl_helpers:run", [rl_model_dir, str(ref), RL_STEPS], tmp_path / "ref.log")
+    rc, _ = forker.run("tests.decision.rl_helpers:run", [toy_model_dir, str(ref), RL_STEPS], tmp_path / "ref.log")
     assert rc == 0, (tmp_path / "ref.log").read_text()[-2000:]
     straight = _rl_result(tmp_path / "ref.log")
     reference = (ref / "rollouts.jsonl").read_bytes()
@@ -310,7 +305,7 @@ def test_rl_killed_at_three_rollout_points_resumes_to_the_same_adapter(forker, r
     run = tmp_path / "run"
     for i, point in enumerate(kill_points(SEED, reference.count(b"\n") - per_round)):
         log = tmp_path / f"kill{i}.log"
-        rc = forker.run_until("tests.decision.rl_helpers:run", [rl_model_dir, str(run), RL_STEPS], log,
+        rc = forker.run_until("tests.decision.rl_helpers:run", [toy_model_dir, str(run), RL_STEPS], log,
                               lambda: jsonl_lines([run / "rollouts.jsonl"]) >= point)
         assert rc == KILLED, log.read_text()[-2000:]
         data = (run / "rollouts.jsonl").read_bytes()
@@ -318,7 +313,7 @@ def test_rl_killed_at_three_rollout_points_resumes_to_the_same_adapter(forker, r
         rows, total = data.count(b"\n"), reference.count(b"\n")
         print(f"\nrl: kill {i + 1} at >= {point} of {total} rollout rows: {rows} on disk, "
               f"checkpoints {sorted(p.name for p in run.glob('checkpoint-*'))}")
-    rc, _ = forker.run("tests.decision.rl_helpers:run", [rl_model_dir, str(run), RL_STEPS], tmp_path / "final.log")
+    rc, _ = forker.run("tests.decision.rl_helpers:run", [toy_model_dir, str(run), RL_STEPS], tmp_path / "final.log")
     assert rc == 0, (tmp_path / "final.log").read_text()[-2000:]
     again = _rl_result(tmp_path / "final.log")
     assert again["start"] > 0 and again["digest"] == straight["digest"]
