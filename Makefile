@@ -30,7 +30,7 @@ endif
 
 # The report alone (seconds; reads only metrics/ and plots/)
 report: $(STAMP)
-	$(DVC) repro report
+	$(DVC) repro --single-item report
 
 # PR review: params and metrics diff against BASE, each metric change marked inside/outside its
 # recorded noise -> review/review.md; `dvc plots diff BASE --json` redrawn offline (matplotlib PNGs,

@@ -5,7 +5,7 @@ model, evaluates loss / perplexity / bits per byte on every register of the
 held-out evaluation set (never the dev target the classifier learned from) by
 iterating all of it. Every selection is trained `pretrain.seeds` times (init
 seed and document order vary); the seed-0 model is saved. Each seed checkpoints
-into `--work` (`persist: true`) every `pretrain.save_steps`: a killed stage resumes
+into `--work` (not a DVC output: a rerun with the same fingerprint resumes) every `pretrain.save_steps`: a killed stage resumes
 there and ends with the same weights; a change of params, data or code starts afresh.
 `pretrain.launch` picks the process count and accelerate config: more than one process
 re-runs this command under `accelerate launch` (DDP, an equal share of every batch per

@@ -4,7 +4,7 @@ Takes the first `rl.max_steps / rl.steps_per_generation × rl.prompts_per_round`
 questions of `rl_select` (each used in exactly one round), rewards from the
 registry in `decision_pipeline/decision/rl_rewards.py` weighted by
 `rl.rewards`, every GRPO knob set from params. Checkpoints every
-`rl.save_steps` into a `persist: true` work directory; a killed run resumes
+`rl.save_steps` into a work directory outside DVC's outputs; a killed run resumes
 from the last checkpoint of the same params, data, SFT model and code (another
 run's checkpoints are refused, and the reason printed). Writes the rollout log
 beside the checkpoints, per-round rows (`plots/rl/rounds.json` + PNG) and

@@ -46,6 +46,11 @@ class ModelScore:
     metrics: dict
 
 
+# Result files are DVC outputs: a wall-clock stamp or duration in them would change their bytes (and
+# dvc.lock) on every run. The time is in the stage's summary line instead; `elapsed_seconds` 0 = not recorded.
+REPRODUCIBLE_CREATED_AT = "2026-01-01T00:00:00+00:00"
+
+
 def model_revision(model_dir: str | Path) -> str:
     """The result files' model revision: the shared weights fingerprint, shortened."""
     return "sha256:" + model_fingerprint(model_dir)[:16]
@@ -69,8 +74,8 @@ def _result(definition: Benchmark, cases: list[Case], predictions: list[Predicti
             settings: dict, seconds: float, source: dict) -> dict:
     """One upstream result, re-verified by recomputing every stored metric (to 1e-8)."""
     result = build_result(definition, cases, predictions, run_id=model_info["id"].replace("__", "-", 1),
-                          model={**model_info, "settings": settings}, elapsed_seconds=round(seconds, 3),
-                          environment={"dataset_source": dict(source)})
+                          model={**model_info, "settings": settings}, elapsed_seconds=0.0,
+                          created_at=REPRODUCIBLE_CREATED_AT, environment={"dataset_source": dict(source)})
     verify_result(result, cases, definition)
     return result
 

@@ -117,6 +117,10 @@ def annotations_from(reflections: list[dict], judged: list[dict]) -> list[dict]:
     return out
 
 
+# Rows written into DVC outputs carry this fixed time, so the store's bytes depend only on its inputs.
+REPRODUCIBLE_STAMP = "2026-01-01T00:00:00"
+
+
 def build_reviews(reflections: list[dict], judged: list[dict], cfg: ReviewsParams, seed: int,
                   out_dir: Path) -> dict:
     """A fresh store in out_dir: annotations, then records (seeded or imported) through the
@@ -157,7 +161,7 @@ def agreement(reflections: list[dict], judged: list[dict], export: Path, cfg: Ag
             by_repeat.setdefault(j["repeat"], {})[j["annotation_id"]] = j["verdict"]
         result = agreement_over_repeats(by_repeat, reference, validation, cfg.n_resamples, cfg.confidence, seed)
         versions = sorted({j["judge_prompt_version"] for j in judged})
-        now = time.strftime("%Y-%m-%dT%H:%M:%S")
+        now = REPRODUCIBLE_STAMP  # the store is a DVC output: a wall-clock stamp would change it every run
         store.record_correlations(conn, [{"judge": judge_cfg.name, "prompt_version": ",".join(map(str, versions)),
                                           "repeat": int(r), "n": v["n"], "kappa": v["kappa"],
                                           "concordance": v["concordance"], "created_at": now}

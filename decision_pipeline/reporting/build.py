@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import os
-import subprocess
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,26 +59,28 @@ def make_plan(store: Store, sections: tuple[Section, ...] = SECTIONS) -> Plan:
     return Plan(active, skipped)
 
 
-def git_revision(root: Path) -> str:
-    """Commit the report was built on, and whether the working tree differed from it."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-    try:
-        rev = git("rev-parse", "--short=12", "HEAD")
-        subject = git("log", "-1", "--format=%s")[:70]
-        dirty = git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-    return f"{rev} ({subject})" + (" + uncommitted changes" if dirty else "")
+def run_digest(root: Path) -> str:
+    """What identifies the run: a digest of dvc.lock's upstream stage entries (deps, params, outs).
+
+    Not the git revision or the clock: the report is itself a tracked output, and a stamp that
+    changes every run would leave the repository dirty after every `dvc repro`.
+    """
+    lock = root / "dvc.lock"
+    if not lock.is_file():
+        return "unlocked (no dvc.lock)"
+    stages = (yaml.safe_load(lock.read_text()) or {}).get("stages", {})
+    upstream = {name: entry for name, entry in stages.items() if name != "report"}
+    digest = hashlib.sha256(json.dumps(upstream, sort_keys=True).encode()).hexdigest()[:16]
+    return f"sha256:{digest} ({len(upstream)} stages in dvc.lock)"
 
 
 def run_meta(root: Path, params_path: Path) -> pdf.Meta:
     text = params_path.read_bytes()
     profile = (yaml.safe_load(text) or {}).get("base", {}).get("profile", "unknown")
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    now = dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc) if epoch else dt.datetime.now(dt.timezone.utc)
-    return pdf.Meta(git_revision(root), "sha256:" + hashlib.sha256(text).hexdigest()[:16], str(profile),
-                    now.strftime("%Y-%m-%d %H:%M"))
+    when = (dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).strftime("%Y-%m-%d %H:%M") if epoch
+            else "not stamped (set SOURCE_DATE_EPOCH)")
+    return pdf.Meta(run_digest(root), "sha256:" + hashlib.sha256(text).hexdigest()[:16], str(profile), when)
 
 
 def stage_lines(dvc_yaml: Path, params: dict) -> list[str]:

@@ -93,7 +93,7 @@ def _one_page(flowables: list) -> list:
 
 
 def _title_page(meta: Meta, blocks: list[Block], skipped: list[tuple[Section, str]]) -> list:
-    info = Table([[p("git revision", "small"), p(meta.revision, "small")],
+    info = Table([[p("run (dvc.lock digest)", "small"), p(meta.revision, "small")],
                   [p("params digest", "small"), p(meta.params_digest, "small")],
                   [p("profile", "small"), p(meta.profile, "small")],
                   [p("built (UTC)", "small"), p(meta.date, "small")]], colWidths=[90, FRAME_W - 90])
@@ -180,7 +180,7 @@ def render(meta: Meta, blocks: list[Block], skipped: list[tuple[Section, str]],
         canvas.saveState()
         canvas.setFont("Helvetica", 7.5)
         canvas.setFillColor(colors.grey)
-        canvas.drawString(MARGIN, BOTTOM / 2, f"Decision-model pipeline run report \u00b7 rev {meta.revision.split(' ')[0]}")
+        canvas.drawString(MARGIN, BOTTOM / 2, f"Decision-model pipeline run report \u00b7 run {meta.revision.split(' ')[0]}")
         canvas.drawRightString(A4[0] - MARGIN, BOTTOM / 2, f"page {doc.page}")
         canvas.restoreState()
 

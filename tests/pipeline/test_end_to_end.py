@@ -202,3 +202,19 @@ def test_outputs_round_trip_through_the_s3_remote(repo, tmp_path, monkeypatch):
         assert json.loads(_run(["dvc", "status", "--json"], clone).stdout or "{}") == {}
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_a_forced_rerun_of_the_committed_state_leaves_git_clean(repo, tmp_path):
+    """Byte-deterministic outputs: commit the run, rerun every stage from scratch, and git sees no change.
+
+    This is what a fresh clone's `make run` does to the committed dvc.lock, metrics, plots and report:
+    no wall-clock stamps, work directories or timings may reach what git or dvc.lock record.
+    """
+    clone = tmp_path / "rerun"
+    shutil.copytree(repo, clone, symlinks=True)
+    _run(["git", "add", "-A"], clone)
+    _run(["git", "commit", "-qm", "the run", "--allow-empty"], clone)
+    _run(["dvc", "repro", "--force"], clone)
+    changed = _run(["git", "status", "--porcelain"], clone).stdout
+    assert changed == "", f"a rerun changed tracked files:\n{changed}\n" + _run(["git", "diff", "--stat"], clone).stdout
