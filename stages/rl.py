@@ -24,7 +24,7 @@ from decision_pipeline.common.io import atomic_dir, read_jsonl, write_json, writ
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.decision import rl_rewards, rl_trainer
-from decision_pipeline.decision.adapters import save_adapter
+from decision_pipeline.decision.adapters import save_adapter_and_merged
 from decision_pipeline.decision.launch import LaunchParams, finish, threads_per_process, train_here
 from decision_pipeline.decision.questions import load_items
 from decision_pipeline.decision.rl_metrics import round_rows, run_summary
@@ -78,9 +78,7 @@ def main(argv: list[str] | None = None) -> None:
                    prompts_by_origin={o: sum(origins[q["id"]] == o for q in questions) for o in ("fresh", "sft")})
     merged = peft_model.merge_and_unload()
     with atomic_dir(args.out) as tmp:
-        save_adapter(peft_model, tmp / "adapter")
-        merged.save_pretrained(str(tmp))
-        tok.save_pretrained(str(tmp))
+        save_adapter_and_merged(peft_model, merged, tok, tmp)
     write_json(f"{args.plots}/rounds.json", rounds)
     plot_rl_rounds(rounds, f"{args.plots}/rounds.png", f"GRPO on the SFT model: {p.rounds} rounds x "
                                                       f"{p.prompts_per_round} prompts x {p.num_generations} chains")

@@ -18,7 +18,7 @@ import torch
 from decision_pipeline.common.io import atomic_dir, read_json, write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.adapters import save_adapter
+from decision_pipeline.decision.adapters import save_adapter_and_merged
 from decision_pipeline.decision.launch import LaunchParams, finish, threads_per_process, train_here
 from decision_pipeline.decision.sft_run import run_sft
 from decision_pipeline.decision.sft_trainer import SFTParams
@@ -56,9 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         return  # not rank 0: only rank 0 writes
     peft_model, merged, metrics, parts = result
     with atomic_dir(args.out) as tmp:
-        save_adapter(peft_model, tmp / "adapter")
-        merged.save_pretrained(str(tmp))
-        tok.save_pretrained(str(tmp))
+        save_adapter_and_merged(peft_model, merged, tok, tmp)
     write_json(f"{args.plots}/loss_parts.json", parts)
     plot_loss_curves({"chain (LM) loss": [{"step": r["step"], "loss": r["chain_loss"]} for r in parts],
                       "readout (soft-target) loss": [{"step": r["step"], "loss": r["readout_loss"]} for r in parts]},

@@ -29,3 +29,29 @@ def canonical_config(config: dict) -> dict:
         if isinstance(out.get(key), list):
             out[key] = sorted(out[key])
     return out
+
+
+def canonical_generation_ids(generation_config: Any) -> None:
+    """A one-element `eos_token_id` list becomes its int, in place.
+
+    Why: a model trained in this process carries `eos_token_id: [2]` while the same model
+    loaded back from a finished checkpoint (a resumed or forced rerun) carries `2`; the
+    saved `generation_config.json` then differed and `models/sft` hashed differently.
+    """
+    for key in ("eos_token_id", "pad_token_id", "bos_token_id"):
+        value = getattr(generation_config, key, None)
+        if isinstance(value, (list, tuple)) and len(value) == 1:
+            setattr(generation_config, key, int(value[0]))
+
+
+def save_adapter_and_merged(peft_model: Any, merged: Any, tokenizer: Any, directory: str | Path) -> None:
+    """What a training stage leaves: the adapter in `adapter/`, the merged model and its tokenizer beside it.
+
+    One writer for SFT and RL, so both outputs hash the same whichever way the model was reached.
+    """
+    directory = Path(directory)
+    save_adapter(peft_model, directory / "adapter")
+    if getattr(merged, "generation_config", None) is not None:
+        canonical_generation_ids(merged.generation_config)
+    merged.save_pretrained(str(directory))
+    tokenizer.save_pretrained(str(directory))

@@ -38,3 +38,19 @@ def test_two_hash_seeds_write_the_same_adapter_config(tiny_dir, tmp_path):
         written.append((out / "adapter_config.json").read_bytes())
     assert written[0] == written[1]
     assert b'"q_proj"' in written[0]
+
+
+def test_a_single_eos_list_and_its_int_save_the_same_generation_config(tmp_path):
+    from transformers import GenerationConfig
+
+    from decision_pipeline.decision.adapters import canonical_generation_ids
+
+    trained, reloaded = GenerationConfig(eos_token_id=[2], pad_token_id=0), GenerationConfig(eos_token_id=2, pad_token_id=0)
+    canonical_generation_ids(trained)
+    canonical_generation_ids(reloaded)
+    trained.save_pretrained(tmp_path / "a")
+    reloaded.save_pretrained(tmp_path / "b")
+    assert (tmp_path / "a/generation_config.json").read_bytes() == (tmp_path / "b/generation_config.json").read_bytes()
+    two = GenerationConfig(eos_token_id=[2, 5])
+    canonical_generation_ids(two)
+    assert two.eos_token_id == [2, 5]  # a real list of stop tokens stays a list
