@@ -10,6 +10,13 @@ from decision_pipeline.common.io import read_json
 from decision_pipeline.common.params import rule
 
 
+# `sft` keys the short runs do not read: the sweep sets its own rate and step count, and the
+# lr source and seed offset only matter to the final run. Every other `sft` key must be in
+# lr_sweep's dvc.yaml params (tests/pipeline/test_stage_params.py), or a change to it leaves
+# the sweep's results stale.
+SFT_KEYS_THE_SWEEP_IGNORES = frozenset({"lr_source", "lr", "max_steps", "seed_offset"})
+
+
 @dataclass
 class LrSweepParams:
     """params.yaml `lr_sweep`: short SFT runs that choose the learning rate."""
