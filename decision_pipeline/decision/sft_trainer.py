@@ -89,16 +89,19 @@ def embedding_rows(model: PreTrainedModel, tok: PreTrainedTokenizerBase, example
 
 
 def sft_config(s: SFTParams, lr: float, seed: int, work_dir: str | Path, steps: int) -> SFTConfig:
-    """TRL's config for the joint run: cosine schedule, per-process share of the global batch, bf16 on a
-    GPU (on CPU only with `s.bf16`), no gradient checkpointing (TRL's default would turn it on)."""
+    """TRL's config for the joint run: cosine schedule, per-process share of the global batch (in
+    `s.micro_batch_size` pieces by exact gradient accumulation), bf16 on a GPU (on CPU only with `s.bf16`),
+    gradient checkpointing only when `s.gradient_checkpointing` (TRL's default would turn it on)."""
     cuda = torch.cuda.is_available()
+    micro, accumulation = s.accumulation(world_size())
     return SFTConfig(
         output_dir=str(work_dir), learning_rate=lr, max_steps=steps,
-        per_device_train_batch_size=s.batch_size // world_size(), warmup_steps=s.warmup_steps,
+        per_device_train_batch_size=micro, gradient_accumulation_steps=accumulation, warmup_steps=s.warmup_steps,
         lr_scheduler_type="cosine", adam_beta2=0.95, max_grad_norm=1.0, weight_decay=0.0,
         logging_steps=max(1, steps // 50), save_strategy="steps" if s.save_steps else "no",
         save_steps=s.save_steps or 500, save_total_limit=2, seed=seed, data_seed=seed, use_cpu=not cuda,
-        bf16=cuda or s.bf16, ddp_find_unused_parameters=False, gradient_checkpointing=False,
+        bf16=cuda or s.bf16, ddp_find_unused_parameters=False, gradient_checkpointing=s.gradient_checkpointing,
+        gradient_checkpointing_kwargs={"use_reentrant": False} if s.gradient_checkpointing else None,
         remove_unused_columns=False, report_to="none", dataset_kwargs={"skip_prepare_dataset": True},
         disable_tqdm=True, dataloader_num_workers=0)
 
