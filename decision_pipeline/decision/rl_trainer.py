@@ -135,26 +135,41 @@ def check_lora_targets(model: PreTrainedModel, targets: Sequence[str], model_dir
                             f"(rl.lora_targets); its Linear modules are {', '.join(sorted(linear)) or 'none'}")
 
 
+def rl_accumulation(p: RLParams, processes: int) -> tuple[int, int]:
+    """(completions per forward pass and process, gradient accumulation steps) for one optimizer step."""
+    share = p.step_batch // processes
+    micro = p.micro_batch_size or share
+    return micro, share // micro
+
+
 def grpo_config(p: RLParams, seed: int, work_dir: str | Path) -> Any:
-    """TRL GRPOConfig with every GRPO knob set from params (none left to a version's default)."""
+    """TRL GRPOConfig with every GRPO knob set from params (none left to a version's default).
+
+    TRL's `steps_per_generation` counts micro-batches, ours optimizer steps: with `micro_batch_size`
+    each optimizer step is `accumulation` micro-batches, so a round feeds `steps_per_generation x
+    accumulation` of them and the generation batch stays `prompts_per_round x num_generations`."""
     from trl import GRPOConfig
 
     on_gpu = torch.cuda.is_available()
+    micro, accumulation = rl_accumulation(p, world_size())
     return GRPOConfig(
         output_dir=str(work_dir), learning_rate=p.lr, lr_scheduler_type="constant_with_warmup",
         warmup_steps=p.warmup_steps, max_steps=p.max_steps, num_train_epochs=1,
-        per_device_train_batch_size=p.step_batch // world_size(), ddp_find_unused_parameters=False,
-        gradient_accumulation_steps=1, steps_per_generation=p.steps_per_generation,
+        per_device_train_batch_size=micro, ddp_find_unused_parameters=False,
+        gradient_accumulation_steps=accumulation, steps_per_generation=p.steps_per_generation * accumulation,
         num_generations=p.num_generations, num_iterations=1, max_completion_length=p.max_completion_length,
         temperature=p.temperature, top_p=p.top_p, top_k=0, loss_type=p.loss_type, beta=p.beta,
         epsilon=p.epsilon, scale_rewards=p.scale_rewards, importance_sampling_level=p.importance_sampling_level,
         vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=p.vllm_importance_sampling_mode,
         vllm_importance_sampling_clip_max=3.0, mask_truncated_completions=p.mask_truncated_completions,
         reward_weights=[float(w) for w in p.rewards.values()], multi_objective_aggregation="sum_then_normalize",
-        use_vllm=p.use_vllm, vllm_mode=p.vllm_mode, shuffle_dataset=True,
+        use_vllm=p.use_vllm, vllm_mode=p.vllm_mode, vllm_gpu_memory_utilization=p.vllm_gpu_memory_utilization,
+        vllm_max_model_length=p.vllm_max_model_length or None, vllm_enable_sleep_mode=p.vllm_enable_sleep_mode,
+        shuffle_dataset=True,
         adam_beta2=0.95, max_grad_norm=1.0, weight_decay=0.0, logging_steps=1,
         save_strategy="steps", save_steps=p.save_steps, save_total_limit=2,
-        seed=seed, data_seed=seed, use_cpu=not on_gpu, bf16=on_gpu, gradient_checkpointing=False,
+        seed=seed, data_seed=seed, use_cpu=not on_gpu, bf16=on_gpu, gradient_checkpointing=p.gradient_checkpointing,
+        gradient_checkpointing_kwargs={"use_reentrant": False} if p.gradient_checkpointing else None,
         report_to="none", disable_tqdm=True, dataloader_num_workers=0, log_completions=False)
 
 
