@@ -55,9 +55,20 @@ def gold_trace_nll(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questio
 
 
 def untrained_like(model: PreTrainedModel, seed: int) -> PreTrainedModel:
-    """The same architecture freshly initialised (seeded): the "untrained" reference."""
+    """The same architecture freshly initialised (seeded): the "untrained" reference.
+
+    Built in the trained model's dtype and on its device: `type(model)(config)` alone is fp32 on
+    the CPU (16 GB for a 4B model, then 1,000 items forwarded on the CPU beside a GPU)."""
     torch.manual_seed(seed)
-    return type(model)(model.config).eval()
+    param = next(model.parameters())
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(param.dtype)
+    try:
+        with torch.device(param.device):
+            fresh = type(model)(model.config)
+    finally:
+        torch.set_default_dtype(previous)
+    return fresh.eval()
 
 
 def assess_base(source: Path, eval_questions: list[dict], p: BaseModelParams, seed: int) -> dict:
