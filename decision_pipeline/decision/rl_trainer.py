@@ -42,7 +42,9 @@ from decision_pipeline.decision.rl_rewards import RewardParams, make_reward_func
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 # knobs that decide how a run is carried out, never what it computes: they stay out of the fingerprint
-RUN_CONTROL = ("threads", "save_steps")
+# (checkpointing recomputes the same activations; vLLM's memory share and sleep mode only place them)
+RUN_CONTROL = ("threads", "save_steps", "gradient_checkpointing", "vllm_gpu_memory_utilization",
+               "vllm_enable_sleep_mode")
 
 
 @dataclass

@@ -76,3 +76,13 @@ def test_grpo_trains_in_micro_batches_one_round(toy_model_dir, tmp_path):
     assert len(rows) == rl_helpers.ROUND_PROMPTS * rl_helpers.GENERATIONS  # one generation round, whole
     assert max(h.get("step", 0) for h in history) == 2
     assert rl_helpers.adapter_digest(peft_model)[1] > 0  # the adapter moved
+
+
+def test_memory_placement_knobs_do_not_refuse_a_resume_but_the_micro_batch_does():
+    from decision_pipeline.decision.rl_trainer import fingerprint_parts
+    qs = [{"id": "q1"}]
+    base = fingerprint_parts(_params(), 0, qs, "m", "c")
+    placed = fingerprint_parts(_params(gradient_checkpointing=True, vllm_gpu_memory_utilization=0.5,
+                                       vllm_enable_sleep_mode=True), 0, qs, "m", "c")
+    assert placed == base
+    assert fingerprint_parts(_params(micro_batch_size=2), 0, qs, "m", "c") != base
