@@ -28,7 +28,7 @@ from decision_pipeline.lm.runtime import RuntimeParams
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
-    ap = stage_parser(__doc__, (RlProbeParams, "rl_probe"))
+    ap = stage_parser(__doc__, (RlProbeParams, "rl_probe"), (RuntimeParams, "runtime"))
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--model", required=True, help="the SFT model directory")
     ap.add_argument("--items", required=True)
