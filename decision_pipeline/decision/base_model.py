@@ -71,9 +71,12 @@ def untrained_like(model: PreTrainedModel, seed: int) -> PreTrainedModel:
     return fresh.eval()
 
 
-def assess_base(source: Path, eval_questions: list[dict], p: BaseModelParams, seed: int) -> dict:
-    """Metrics of the base at `source`: gold-trace NLL on a stable subset of eval questions, vs untrained."""
-    model, tok = load_model(source), load_tokenizer(source)
+def assess_base(source: Path, eval_questions: list[dict], p: BaseModelParams, seed: int,
+                device: str = "auto") -> dict:
+    """Metrics of the base at `source`: gold-trace NLL on a stable subset of eval questions, vs untrained.
+
+    `device` is `runtime.device`; the untrained reference follows the model's dtype and device."""
+    model, tok = load_model(source, device=device), load_tokenizer(source)
     questions = stable_subset(eval_questions, p.nll_items, "gold_trace_nll")
     nll = gold_trace_nll(model, tok, questions)
     nll_untrained = gold_trace_nll(untrained_like(model, seed), tok, questions)
