@@ -25,6 +25,7 @@ from decision_pipeline.decision.generation import GenerateParams, generate_to_lo
 from decision_pipeline.decision.questions import load_split
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import load_model
+from decision_pipeline.lm.runtime import RuntimeParams
 
 
 @stage_main
@@ -41,7 +42,8 @@ def main(argv: list[str] | None = None) -> None:
     p = load_section(GenerateParams, "generate", args.params)
     seed = load_base(args.params).seed
     torch.set_num_threads(p.threads)
-    model, tok = load_model(args.model), load_tokenizer(args.model)
+    device = load_section(RuntimeParams, "runtime", args.params).device
+    model, tok = load_model(args.model, device=device), load_tokenizer(args.model)
     questions = sorted(stable_subset(load_split(args.items, "pool"), p.max_questions, "generate"),
                        key=lambda q: q["id"])
     metrics = generate_to_log(p, seed, model, tok, args.model, questions, args.out, started)

@@ -20,6 +20,7 @@ from decision_pipeline.decision.lr_choice import LrSweepParams
 from decision_pipeline.decision.sft_trainer import SFTParams
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import load_model
+from decision_pipeline.lm.runtime import RuntimeParams
 
 
 @stage_main
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> None:
     if not train_here(p.launch, "sft", "stages.lr_sweep", argv, args.params, p.bf16):
         return  # the launched processes trained; rank 0 wrote the metrics
     torch.set_num_threads(threads_per_process(p.threads))
-    model, tok = load_model(args.base), load_tokenizer(args.base)
+    device = load_section(RuntimeParams, "runtime", args.params).device
+    model, tok = load_model(args.base, device=device), load_tokenizer(args.base)
     metrics = sweep_point(sweep, p, args.lr, seed, model, tok, args.items, args.kept, args.chains)
     finish()
     if metrics is None:

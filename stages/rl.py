@@ -31,6 +31,7 @@ from decision_pipeline.decision.rl_metrics import round_rows, run_summary
 from decision_pipeline.decision.rl_trainer import RLParams, check_lora_targets, fingerprint_parts, train_grpo
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import load_model
+from decision_pipeline.lm.runtime import RuntimeParams
 from decision_pipeline.reporting.plots import plot_rl_rounds
 
 
@@ -60,7 +61,8 @@ def main(argv: list[str] | None = None) -> None:
     if not train_here(p.launch, "rl", "stages.rl", argv, args.params):
         return  # the launched processes trained; rank 0 wrote the outputs and the summary line
     torch.set_num_threads(threads_per_process(p.threads))
-    model, tok = load_model(args.model), load_tokenizer(args.model)
+    device = load_section(RuntimeParams, "runtime", args.params).device
+    model, tok = load_model(args.model, device=device), load_tokenizer(args.model)
     check_lora_targets(model, p.lora_targets, args.model)
     fingerprint = fingerprint_parts(p, seed, questions, model_fingerprint(args.model),
                                     code_fingerprint(rl_trainer, rl_rewards))

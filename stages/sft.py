@@ -24,6 +24,7 @@ from decision_pipeline.decision.sft_run import run_sft
 from decision_pipeline.decision.sft_trainer import SFTParams
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import load_model
+from decision_pipeline.lm.runtime import RuntimeParams
 from decision_pipeline.reporting.plots import plot_loss_curves
 
 
@@ -49,7 +50,8 @@ def main(argv: list[str] | None = None) -> None:
     if not train_here(p.launch, "sft", "stages.sft", argv, args.params, p.bf16):
         return  # the launched processes trained; rank 0 wrote the outputs and the summary line
     torch.set_num_threads(threads_per_process(p.threads))
-    model, tok = load_model(args.base), load_tokenizer(args.base)
+    device = load_section(RuntimeParams, "runtime", args.params).device
+    model, tok = load_model(args.base, device=device), load_tokenizer(args.base)
     result = run_sft(p, lr, seed, model, tok, args.base, args.items, args.kept, args.chains, args.work)
     finish()
     if result is None:

@@ -55,14 +55,28 @@ def gold_trace_nll(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questio
 
 
 def untrained_like(model: PreTrainedModel, seed: int) -> PreTrainedModel:
-    """The same architecture freshly initialised (seeded): the "untrained" reference."""
+    """The same architecture freshly initialised (seeded): the "untrained" reference.
+
+    Built in the trained model's dtype and on its device: `type(model)(config)` alone is fp32 on
+    the CPU (16 GB for a 4B model, then 1,000 items forwarded on the CPU beside a GPU)."""
     torch.manual_seed(seed)
-    return type(model)(model.config).eval()
+    param = next(model.parameters())
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(param.dtype)
+    try:
+        with torch.device(param.device):
+            fresh = type(model)(model.config)
+    finally:
+        torch.set_default_dtype(previous)
+    return fresh.eval()
 
 
-def assess_base(source: Path, eval_questions: list[dict], p: BaseModelParams, seed: int) -> dict:
-    """Metrics of the base at `source`: gold-trace NLL on a stable subset of eval questions, vs untrained."""
-    model, tok = load_model(source), load_tokenizer(source)
+def assess_base(source: Path, eval_questions: list[dict], p: BaseModelParams, seed: int,
+                device: str = "auto") -> dict:
+    """Metrics of the base at `source`: gold-trace NLL on a stable subset of eval questions, vs untrained.
+
+    `device` is `runtime.device`; the untrained reference follows the model's dtype and device."""
+    model, tok = load_model(source, device=device), load_tokenizer(source)
     questions = stable_subset(eval_questions, p.nll_items, "gold_trace_nll")
     nll = gold_trace_nll(model, tok, questions)
     nll_untrained = gold_trace_nll(untrained_like(model, seed), tok, questions)

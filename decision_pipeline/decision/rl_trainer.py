@@ -42,7 +42,9 @@ from decision_pipeline.decision.rl_rewards import RewardParams, make_reward_func
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 # knobs that decide how a run is carried out, never what it computes: they stay out of the fingerprint
-RUN_CONTROL = ("threads", "save_steps")
+# (checkpointing recomputes the same activations; vLLM's memory share and sleep mode only place them)
+RUN_CONTROL = ("threads", "save_steps", "gradient_checkpointing", "vllm_gpu_memory_utilization",
+               "vllm_enable_sleep_mode")
 
 
 @dataclass
@@ -78,6 +80,16 @@ class RLParams:
     seed_offset: int = rule(min=0, doc="training seed = base.seed + offset")
     threads: int = rule(min=1, doc="torch CPU threads (split across the launch's processes)")
     launch: LaunchParams = rule(doc="training processes and the accelerate config that starts them")
+    vllm_gpu_memory_utilization: float = rule(gt=0.0, max=1.0, default=0.3, doc="share of the GPU the "
+                                              "colocated vLLM engine takes (the trainer needs the rest)")
+    vllm_max_model_length: int = rule(min=0, default=0, doc="vLLM context (prompt + max_completion_length); "
+                                      "0 = the model's own (a 262k context needs ~36 GiB of KV cache)")
+    vllm_enable_sleep_mode: bool = rule(default=False, doc="vLLM frees its weights and KV cache while the "
+                                        "trainer steps (colocate)")
+    micro_batch_size: int = rule(min=0, default=0, doc="completions per forward pass and process; the step "
+                                 "batch is reached by gradient accumulation (0 = the whole share at once)")
+    gradient_checkpointing: bool = rule(default=False, doc="recompute activations in the backward pass "
+                                        "(less memory; on for large bases on a GPU)")
 
     def __post_init__(self) -> None:
         where = "params.yaml: rl"
@@ -92,6 +104,10 @@ class RLParams:
             raise PipelineError(f"{where}: the step batch prompts_per_round x num_generations / "
                                 f"steps_per_generation ({self.step_batch}) must be divisible by "
                                 f"launch.num_processes ({self.launch.num_processes})")
+        if self.micro_batch_size and self.step_batch % (self.micro_batch_size * self.launch.num_processes):
+            raise PipelineError(f"{where}: the step batch ({self.step_batch}) must be a multiple of "
+                                f"micro_batch_size x launch.num_processes ({self.micro_batch_size} x "
+                                f"{self.launch.num_processes}); change rl.micro_batch_size")
         for pattern in self.decisiveness_patterns:
             try:
                 re.compile(pattern)
@@ -121,26 +137,41 @@ def check_lora_targets(model: PreTrainedModel, targets: Sequence[str], model_dir
                             f"(rl.lora_targets); its Linear modules are {', '.join(sorted(linear)) or 'none'}")
 
 
+def rl_accumulation(p: RLParams, processes: int) -> tuple[int, int]:
+    """(completions per forward pass and process, gradient accumulation steps) for one optimizer step."""
+    share = p.step_batch // processes
+    micro = p.micro_batch_size or share
+    return micro, share // micro
+
+
 def grpo_config(p: RLParams, seed: int, work_dir: str | Path) -> Any:
-    """TRL GRPOConfig with every GRPO knob set from params (none left to a version's default)."""
+    """TRL GRPOConfig with every GRPO knob set from params (none left to a version's default).
+
+    TRL's `steps_per_generation` counts micro-batches, ours optimizer steps: with `micro_batch_size`
+    each optimizer step is `accumulation` micro-batches, so a round feeds `steps_per_generation x
+    accumulation` of them and the generation batch stays `prompts_per_round x num_generations`."""
     from trl import GRPOConfig
 
     on_gpu = torch.cuda.is_available()
+    micro, accumulation = rl_accumulation(p, world_size())
     return GRPOConfig(
         output_dir=str(work_dir), learning_rate=p.lr, lr_scheduler_type="constant_with_warmup",
         warmup_steps=p.warmup_steps, max_steps=p.max_steps, num_train_epochs=1,
-        per_device_train_batch_size=p.step_batch // world_size(), ddp_find_unused_parameters=False,
-        gradient_accumulation_steps=1, steps_per_generation=p.steps_per_generation,
+        per_device_train_batch_size=micro, ddp_find_unused_parameters=False,
+        gradient_accumulation_steps=accumulation, steps_per_generation=p.steps_per_generation * accumulation,
         num_generations=p.num_generations, num_iterations=1, max_completion_length=p.max_completion_length,
         temperature=p.temperature, top_p=p.top_p, top_k=0, loss_type=p.loss_type, beta=p.beta,
         epsilon=p.epsilon, scale_rewards=p.scale_rewards, importance_sampling_level=p.importance_sampling_level,
         vllm_importance_sampling_correction=True, vllm_importance_sampling_mode=p.vllm_importance_sampling_mode,
         vllm_importance_sampling_clip_max=3.0, mask_truncated_completions=p.mask_truncated_completions,
         reward_weights=[float(w) for w in p.rewards.values()], multi_objective_aggregation="sum_then_normalize",
-        use_vllm=p.use_vllm, vllm_mode=p.vllm_mode, shuffle_dataset=True,
+        use_vllm=p.use_vllm, vllm_mode=p.vllm_mode, vllm_gpu_memory_utilization=p.vllm_gpu_memory_utilization,
+        vllm_max_model_length=p.vllm_max_model_length or None, vllm_enable_sleep_mode=p.vllm_enable_sleep_mode,
+        shuffle_dataset=True,
         adam_beta2=0.95, max_grad_norm=1.0, weight_decay=0.0, logging_steps=1,
         save_strategy="steps", save_steps=p.save_steps, save_total_limit=2,
-        seed=seed, data_seed=seed, use_cpu=not on_gpu, bf16=on_gpu, gradient_checkpointing=False,
+        seed=seed, data_seed=seed, use_cpu=not on_gpu, bf16=on_gpu, gradient_checkpointing=p.gradient_checkpointing,
+        gradient_checkpointing_kwargs={"use_reentrant": False} if p.gradient_checkpointing else None,
         report_to="none", disable_tqdm=True, dataloader_num_workers=0, log_completions=False)
 
 

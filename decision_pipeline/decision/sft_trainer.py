@@ -49,12 +49,27 @@ class SFTParams:
     threads: int = rule(min=1, doc="torch CPU threads (split across the launch's processes)")
     launch: LaunchParams = rule(doc="training processes and the accelerate config that starts them "
                                     "(also used by lr_sweep)")
+    micro_batch_size: int = rule(min=0, default=0, doc="examples per forward pass and process; the step's "
+                                 "batch is reached by gradient accumulation (0 = the whole share at once)")
+    gradient_checkpointing: bool = rule(default=False, doc="recompute activations in the backward pass "
+                                        "(less memory, ~30% more compute; on for large bases on a GPU)")
 
     def __post_init__(self) -> None:
         if self.batch_size % self.launch.num_processes:
             raise PipelineError(f"params.yaml: sft.batch_size ({self.batch_size}) must be divisible by "
                                 f"sft.launch.num_processes ({self.launch.num_processes}): the global batch "
                                 "is split evenly across the processes")
+        if self.micro_batch_size and self.batch_size % (self.micro_batch_size * self.launch.num_processes):
+            raise PipelineError(f"params.yaml: sft.batch_size ({self.batch_size}) must be a multiple of "
+                                f"sft.micro_batch_size x sft.launch.num_processes "
+                                f"({self.micro_batch_size} x {self.launch.num_processes}): the accumulation "
+                                "steps are derived exactly; change sft.micro_batch_size")
+
+    def accumulation(self, processes: int) -> tuple[int, int]:
+        """(per-device micro batch, gradient accumulation steps) giving exactly `batch_size` examples a step."""
+        share = self.batch_size // processes
+        micro = self.micro_batch_size or share
+        return micro, share // micro
 
 
 def embedding_rows(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: Sequence[dict],
@@ -74,16 +89,19 @@ def embedding_rows(model: PreTrainedModel, tok: PreTrainedTokenizerBase, example
 
 
 def sft_config(s: SFTParams, lr: float, seed: int, work_dir: str | Path, steps: int) -> SFTConfig:
-    """TRL's config for the joint run: cosine schedule, per-process share of the global batch, bf16 on a
-    GPU (on CPU only with `s.bf16`), no gradient checkpointing (TRL's default would turn it on)."""
+    """TRL's config for the joint run: cosine schedule, per-process share of the global batch (in
+    `s.micro_batch_size` pieces by exact gradient accumulation), bf16 on a GPU (on CPU only with `s.bf16`),
+    gradient checkpointing only when `s.gradient_checkpointing` (TRL's default would turn it on)."""
     cuda = torch.cuda.is_available()
+    micro, accumulation = s.accumulation(world_size())
     return SFTConfig(
         output_dir=str(work_dir), learning_rate=lr, max_steps=steps,
-        per_device_train_batch_size=s.batch_size // world_size(), warmup_steps=s.warmup_steps,
+        per_device_train_batch_size=micro, gradient_accumulation_steps=accumulation, warmup_steps=s.warmup_steps,
         lr_scheduler_type="cosine", adam_beta2=0.95, max_grad_norm=1.0, weight_decay=0.0,
         logging_steps=max(1, steps // 50), save_strategy="steps" if s.save_steps else "no",
         save_steps=s.save_steps or 500, save_total_limit=2, seed=seed, data_seed=seed, use_cpu=not cuda,
-        bf16=cuda or s.bf16, ddp_find_unused_parameters=False, gradient_checkpointing=False,
+        bf16=cuda or s.bf16, ddp_find_unused_parameters=False, gradient_checkpointing=s.gradient_checkpointing,
+        gradient_checkpointing_kwargs={"use_reentrant": False} if s.gradient_checkpointing else None,
         remove_unused_columns=False, report_to="none", dataset_kwargs={"skip_prepare_dataset": True},
         disable_tqdm=True, dataloader_num_workers=0)
 

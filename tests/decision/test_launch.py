@@ -178,6 +178,29 @@ def test_two_cpu_processes_give_the_one_process_loss(inputs, tmp_path, monkeypat
     assert (ckpt / "adapter_model.safetensors").is_file() and (ckpt / "optimizer.pt").is_file()
 
 
+@pytest.mark.slow
+def test_two_processes_with_micro_batches_give_the_one_process_loss(inputs, tmp_path, monkeypatch, capsys):
+    """sft.micro_batch_size under 2 gloo processes: global batch 4 = 2 processes x micro 1 x accumulation 2.
+
+    Each micro-batch's share is its sums over the step's all-reduced totals, so the run must match
+    the one-process whole-batch run as the plain 2-process run does (same tolerances, same reason)."""
+    from stages import sft
+    monkeypatch.chdir(ROOT)
+    one_params = write_params(tmp_path, "w1", {"launch": {"config": "configs/accelerate/ddp.yaml", "num_processes": 1}})
+    assert sft.main(sft_argv(inputs, one_params, tmp_path / "w1")) == 0
+    capsys.readouterr()
+    micro = {"micro_batch_size": 1, "launch": {"config": "configs/accelerate/ddp.yaml", "num_processes": 2}}
+    proc = run_stage("stages.sft", sft_argv(inputs, write_params(tmp_path, "m2", micro), tmp_path / "m2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    one, two = (json.loads((tmp_path / n / "sft.json").read_text()) for n in ("w1", "m2"))
+    parts = json.loads((tmp_path / "m2" / "plots" / "loss_parts.json").read_text())
+    assert [r["step"] for r in parts] == list(range(1, 7))  # one loss row per optimizer step
+    assert two["final"]["chain_loss"] == pytest.approx(one["final"]["chain_loss"], rel=1e-4)
+    assert two["final"]["readout_loss"] == pytest.approx(one["final"]["readout_loss"], rel=1e-4, abs=1e-6)
+    assert two["train_loss"] == pytest.approx(one["train_loss"], rel=1e-4)
+    assert two["dev"]["nll"] == pytest.approx(one["dev"]["nll"], abs=1e-4)
+
+
 def _launch_rl(model_dir: Path, work: Path) -> dict:
     """The toy GRPO run of rl_helpers as 2 gloo processes; rank 0 prints the adapter digest."""
     env = {**os.environ, "PIPELINE_QUIET": "1", "PYTHONPATH": str(ROOT)}
