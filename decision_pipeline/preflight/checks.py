@@ -22,6 +22,7 @@ from decision_pipeline.preflight.plan import _get, failures, memory_plan, read_s
 VLLM_VERSION = "0.31.0"
 TORCH_VERSION = "2.13.0"
 ENDPOINT_TIMEOUT_S = 3.0
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model")
 PROBE_TEXT = f"{THINK_OPEN}\nThe second option fits.\n{THINK_CLOSE}\n{ANSWER_PREFIX} B"
 
 
@@ -98,6 +99,9 @@ def load_tokenizer(path: str, key: str) -> tuple[Any, list[str]]:
         return None, [f"{key}: {root} is not a directory; put the Hugging Face model directory there or fix {key}"]
     if not (root / "config.json").is_file():
         return None, [f"{key}: {root} has no config.json; point {key} at a Hugging Face model directory"]
+    if not any((root / f).is_file() for f in TOKENIZER_FILES):
+        return None, [f"{key}: {root} has no tokenizer ({' or '.join(TOKENIZER_FILES)}); copy the model's "
+                      "tokenizer files into the directory"]
     from transformers import AutoTokenizer
     try:
         tok = AutoTokenizer.from_pretrained(str(root), local_files_only=True)

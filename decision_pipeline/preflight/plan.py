@@ -251,7 +251,10 @@ def memory_plan(params: dict, m: ModelShape, gpu_gib: float) -> list[StagePlan]:
                 _get(params, "rl_probe.backend", "hf")}
     if "vllm" in backends:
         plans.append(plan_generation(params, m, gpu_gib))
-    plans += [plan_sft(params, m, gpu_gib), plan_grpo(params, m, gpu_gib)]
+    if "sft" in params:
+        plans.append(plan_sft(params, m, gpu_gib))
+    if "rl" in params:
+        plans.append(plan_grpo(params, m, gpu_gib))
     return plans
 
 
