@@ -30,6 +30,7 @@ from decision_pipeline.decision.rl_select import RlSelectParams
 from decision_pipeline.decision.rl_trainer import RLParams
 from decision_pipeline.decision.sft_trainer import SFTParams
 from decision_pipeline.lm.bpe import TokenizerParams
+from decision_pipeline.lm.runtime import RuntimeParams
 from decision_pipeline.lm.training import PretrainParams
 
 SECTIONS: dict[str, type] = {
@@ -40,7 +41,7 @@ SECTIONS: dict[str, type] = {
     "s1mb_data": S1mbDataParams, "s1mb": S1mbParams,
     "rl_probe": RlProbeParams, "rl_select": RlSelectParams, "rl": RLParams,
     "seed_sample": SeedSampleParams, "reflect": ReflectParams, "judge": JudgeParams, "reviews": ReviewsParams,
-    "judge_agreement": AgreementParams, "throughput": ThroughputParams,
+    "judge_agreement": AgreementParams, "throughput": ThroughputParams, "runtime": RuntimeParams,
 }
 
 

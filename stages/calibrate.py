@@ -22,6 +22,7 @@ from decision_pipeline.decision.answering import AnsweringParams, answer_questio
 from decision_pipeline.decision.calibration import CalibrateParams, calibrate_answers
 from decision_pipeline.decision.evaluation import EvaluateParams
 from decision_pipeline.decision.questions import load_split
+from decision_pipeline.lm.runtime import RuntimeParams
 
 
 @stage_main
@@ -39,7 +40,8 @@ def main(argv: list[str] | None = None) -> None:
     seed = load_base(args.params).seed
     torch.set_num_threads(answering.threads)
     questions = stable_subset(load_split(args.items, "calibration"), p.items, "calibrate")
-    logits, chains = answer_questions(args.model, questions, answering, seed)
+    runtime = load_section(RuntimeParams, "runtime", args.params)
+    logits, chains = answer_questions(args.model, questions, answering, seed, runtime)
     temps, report = calibrate_answers(logits, chains, questions, p, seed)
     write_json(f"{args.out}/temperatures.json", temps)
     write_json(args.metrics, report)

@@ -22,6 +22,7 @@ from decision_pipeline.decision.answering import answer_questions
 from decision_pipeline.decision.evaluation import EvaluateParams, answer_records, evaluate_records
 from decision_pipeline.decision.questions import load_items
 from decision_pipeline.reporting.plots import plot_accuracy_grid, plot_reliability, plot_routing_curve
+from decision_pipeline.lm.runtime import RuntimeParams
 
 
 @stage_main
@@ -44,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
     name = Path(args.model).name
     temps = read_temperatures(args.temps)
     questions = stable_subset(load_items(args.items, split="eval"), p.max_items, "evaluate")
-    logits, chains = answer_questions(args.model, questions, p.answering, seed)
+    runtime = load_section(RuntimeParams, "runtime", args.params)
+    logits, chains = answer_questions(args.model, questions, p.answering, seed, runtime)
     records = answer_records(questions, logits, chains)
     baseline = None
     if args.baseline:

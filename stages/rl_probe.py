@@ -23,6 +23,7 @@ from decision_pipeline.decision.rl_probe import ProbeSampling, RlProbeParams, ca
 from decision_pipeline.decision.rl_trainer import RLParams
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import load_model
+from decision_pipeline.lm.runtime import RuntimeParams
 
 
 @stage_main
@@ -41,10 +42,12 @@ def main(argv: list[str] | None = None) -> None:
     seed = load_base(args.params).seed
     torch.set_num_threads(p.threads)
     questions = candidates(load_items(args.items, split="pool"), load_items(args.items, split="rl"), p)
-    model, tok = load_model(args.model), load_tokenizer(args.model)
+    runtime = load_section(RuntimeParams, "runtime", args.params)
+    model, tok = load_model(args.model, device=runtime.device), load_tokenizer(args.model)
+    # the readout first: a vLLM engine keeps its share of the GPU once built
+    logits = readout(model, tok, questions, p.batch_size, runtime.readout_batch_tokens)
     sampling = ProbeSampling(temperature=rl.temperature, top_p=rl.top_p, max_new_tokens=rl.max_completion_length)
-    generation = probe_log(p, sampling, seed, model, tok, args.model, questions, args.out)
-    logits = readout(model, tok, questions, p.batch_size)
+    generation = probe_log(p, sampling, seed, model, tok, args.model, questions, args.out, runtime)
     rows = probe_rows(questions, read_jsonl(f"{args.out}/chains.jsonl"), logits, tok, p.k)
     write_jsonl(f"{args.out}/probe.jsonl", rows)
     # run history (what an earlier run had logged) goes with the throughput, not into the metrics

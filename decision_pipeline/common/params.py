@@ -31,7 +31,7 @@ NO_PATH = "configs/external/none"  # "no external file": a real (empty) file, so
 SECTION_NAMES = ("base", "items", "ingest", "tokenizer", "curate", "pretrain", "base_model", "generate",
                  "select_chains", "lr_sweep", "sft", "calibrate", "evaluate", "s1mb_data", "s1mb",
                  "rl_probe", "rl_select", "rl", "seed_sample", "reflect", "judge", "reviews",
-                 "judge_agreement", "throughput")
+                 "judge_agreement", "throughput", "runtime")
 
 
 def rule(*, min: float | None = None, max: float | None = None, gt: float | None = None,

@@ -30,19 +30,23 @@ class AnsweringParams:
     temperature: float = rule(min=0.0, doc="chain sampling temperature (0 = greedy)")
     top_p: float = rule(min=0.0, max=1.0, doc="nucleus sampling mass (1.0 = off)")
     threads: int = rule(min=1, doc="torch CPU threads")
-from decision_pipeline.lm.readout import label_logits
+from decision_pipeline.lm.readout import DEFAULT_BATCH_TOKENS, label_logits
+from decision_pipeline.lm.runtime import RuntimeParams
 
 
 def readout(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questions: Sequence[dict],
-            batch_size: int = 32) -> list[np.ndarray]:
-    """Option-label logits after `Answer:` for each question (ragged)."""
+            batch_size: int = 32, batch_tokens: int = DEFAULT_BATCH_TOKENS) -> list[np.ndarray]:
+    """Option-label logits after `Answer:` for each question (ragged, input order); forward batches hold
+    at most `batch_size` questions and `batch_tokens` padded tokens (`runtime.readout_batch_tokens`)."""
     prefixes = [readout_prefix(tok, q) for q in questions]
     labels = [label_ids(tok, len(q["options"])) for q in questions]
-    return label_logits(model, prefixes, labels, tok.pad_token_id, batch_size, desc="readout")
+    return label_logits(model, prefixes, labels, tok.pad_token_id, batch_size, desc="readout",
+                        batch_tokens=batch_tokens)
 
 
 def thinking(backend: Backend, model: PreTrainedModel, tok: PreTrainedTokenizerBase,
-             questions: Sequence[dict], settings: SamplingSettings, batch_size: int = 32) -> list[dict]:
+             questions: Sequence[dict], settings: SamplingSettings, batch_size: int = 32,
+             batch_tokens: int = DEFAULT_BATCH_TOKENS) -> list[dict]:
     """One sampled chain per question; parsed answer and the post-chain readout logits."""
     prefixes = [thinking_prefix(tok, q) for q in questions]
     completions = backend.generate(prefixes, settings)
@@ -58,7 +62,8 @@ def thinking(backend: Backend, model: PreTrainedModel, tok: PreTrainedTokenizerB
             post_prefixes.append(post_chain_prefix(tok, prefixes[c.prompt_index], closed))
             post_labels.append(label_ids(tok, len(q["options"])))
     if post_prefixes:
-        logits = label_logits(model, post_prefixes, post_labels, tok.pad_token_id, batch_size, desc="post-chain")
+        logits = label_logits(model, post_prefixes, post_labels, tok.pad_token_id, batch_size, desc="post-chain",
+                              batch_tokens=batch_tokens)
         for row, lg in zip(post_rows, logits):
             records[row]["post_logits"] = lg
     return records
@@ -79,19 +84,26 @@ def readout_summary(logits: Sequence[np.ndarray], questions: Sequence[dict], tem
 
 def answer_both_ways(model: PreTrainedModel, tok: PreTrainedTokenizerBase, backend: Backend,
                      questions: Sequence[dict], settings: SamplingSettings,
-                     batch_size: int = 32) -> tuple[list[np.ndarray], list[dict]]:
+                     batch_size: int = 32, batch_tokens: int = DEFAULT_BATCH_TOKENS) -> tuple[list[np.ndarray], list[dict]]:
     """Readout logits and one thinking record (with post-chain logits) per question."""
-    return readout(model, tok, questions, batch_size), thinking(backend, model, tok, questions, settings, batch_size)
+    return (readout(model, tok, questions, batch_size, batch_tokens),
+            thinking(backend, model, tok, questions, settings, batch_size, batch_tokens))
 
 
 def answer_questions(model_dir: str, questions: Sequence[dict], p: AnsweringParams,
-                     seed: int) -> tuple[list[np.ndarray], list[dict]]:
-    """Load the model in `model_dir` and answer each question by readout and by one sampled chain."""
+                     seed: int, runtime: RuntimeParams | None = None) -> tuple[list[np.ndarray], list[dict]]:
+    """Load the model in `model_dir` and answer each question by readout and by one sampled chain.
+
+    The readout runs before the generation engine is built: a vLLM engine takes its share of the
+    GPU (`runtime.vllm_gpu_memory_utilization`) at construction and keeps it, so the readout's
+    activations would have to fit beside it."""
     from decision_pipeline.lm.bpe import load_tokenizer
     from decision_pipeline.lm.model import load_model
 
-    model, tok = load_model(model_dir), load_tokenizer(model_dir)
-    backend = backend_for_model(p.backend, model, tok, model_dir, p.batch_size)
+    runtime = runtime or RuntimeParams()
+    model, tok = load_model(model_dir, device=runtime.device), load_tokenizer(model_dir)
+    logits = readout(model, tok, questions, p.batch_size, runtime.readout_batch_tokens)
+    backend = backend_for_model(p.backend, model, tok, model_dir, p.batch_size, runtime)
     settings = SamplingSettings(max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
                                 seed=seed, stop_token_ids=(tok.eos_token_id,))
-    return answer_both_ways(model, tok, backend, questions, settings, p.batch_size)
+    return logits, thinking(backend, model, tok, questions, settings, p.batch_size, runtime.readout_batch_tokens)

@@ -63,13 +63,15 @@ def candidates(pool: Sequence[dict], fresh: Sequence[dict], p: RlProbeParams) ->
 
 
 def probe_log(p: RlProbeParams, s: ProbeSampling, seed: int, model, tok, model_dir: str,
-              questions: Sequence[dict], out_dir: str | Path) -> dict:
+              questions: Sequence[dict], out_dir: str | Path, runtime=None) -> dict:
     """Fill `out_dir`/chains.jsonl with k chains per question (resuming a run of the same
     params and model; `p.workers` processes share the chunks), written once in canonical
     order when complete, and return generation counts.
 
     `chunk` is part of the fingerprint: chunk i is sampled with its own seed, so another
-    chunk size gives other chains and a log cut differently must not be resumed."""
+    chunk size gives other chains and a log cut differently must not be resumed. `runtime`
+    (RuntimeParams, None = its defaults) places the model and sizes a vLLM engine; it decides where
+    the chains are computed, not what they are, so it stays out of the fingerprint."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     content = {k: v for k, v in asdict(p).items() if k not in ("threads", "workers")}
@@ -83,7 +85,7 @@ def probe_log(p: RlProbeParams, s: ProbeSampling, seed: int, model, tok, model_d
     settings = SamplingSettings(max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
                                 n=p.k, seed=seed, stop_token_ids=(tok.eos_token_id,))
     resumed = len(sharding.logged_ids(out))
-    workers = sharding.Workers(model_dir, p.backend, p.batch_size, p.threads, p.workers)
+    workers = sharding.Workers(model_dir, p.backend, p.batch_size, p.threads, p.workers, runtime)
     stats = sharding.generate_sharded(out, SOURCE, questions, settings, tok, p.chunk, workers, model, desc="rl_probe")
     sharding.merge_logs(out)
     return {"resumed_records": resumed, "new_records": stats["new_records"], "workers": p.workers,

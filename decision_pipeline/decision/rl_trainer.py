@@ -78,6 +78,16 @@ class RLParams:
     seed_offset: int = rule(min=0, doc="training seed = base.seed + offset")
     threads: int = rule(min=1, doc="torch CPU threads (split across the launch's processes)")
     launch: LaunchParams = rule(doc="training processes and the accelerate config that starts them")
+    vllm_gpu_memory_utilization: float = rule(gt=0.0, max=1.0, default=0.3, doc="share of the GPU the "
+                                              "colocated vLLM engine takes (the trainer needs the rest)")
+    vllm_max_model_length: int = rule(min=0, default=0, doc="vLLM context (prompt + max_completion_length); "
+                                      "0 = the model's own (a 262k context needs ~36 GiB of KV cache)")
+    vllm_enable_sleep_mode: bool = rule(default=False, doc="vLLM frees its weights and KV cache while the "
+                                        "trainer steps (colocate)")
+    micro_batch_size: int = rule(min=0, default=0, doc="completions per forward pass and process; the step "
+                                 "batch is reached by gradient accumulation (0 = the whole share at once)")
+    gradient_checkpointing: bool = rule(default=False, doc="recompute activations in the backward pass "
+                                        "(less memory; on for large bases on a GPU)")
 
     def __post_init__(self) -> None:
         where = "params.yaml: rl"
@@ -92,6 +102,10 @@ class RLParams:
             raise PipelineError(f"{where}: the step batch prompts_per_round x num_generations / "
                                 f"steps_per_generation ({self.step_batch}) must be divisible by "
                                 f"launch.num_processes ({self.launch.num_processes})")
+        if self.micro_batch_size and self.step_batch % (self.micro_batch_size * self.launch.num_processes):
+            raise PipelineError(f"{where}: the step batch ({self.step_batch}) must be a multiple of "
+                                f"micro_batch_size x launch.num_processes ({self.micro_batch_size} x "
+                                f"{self.launch.num_processes}); change rl.micro_batch_size")
         for pattern in self.decisiveness_patterns:
             try:
                 re.compile(pattern)

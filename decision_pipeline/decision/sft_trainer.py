@@ -49,12 +49,27 @@ class SFTParams:
     threads: int = rule(min=1, doc="torch CPU threads (split across the launch's processes)")
     launch: LaunchParams = rule(doc="training processes and the accelerate config that starts them "
                                     "(also used by lr_sweep)")
+    micro_batch_size: int = rule(min=0, default=0, doc="examples per forward pass and process; the step's "
+                                 "batch is reached by gradient accumulation (0 = the whole share at once)")
+    gradient_checkpointing: bool = rule(default=False, doc="recompute activations in the backward pass "
+                                        "(less memory, ~30% more compute; on for large bases on a GPU)")
 
     def __post_init__(self) -> None:
         if self.batch_size % self.launch.num_processes:
             raise PipelineError(f"params.yaml: sft.batch_size ({self.batch_size}) must be divisible by "
                                 f"sft.launch.num_processes ({self.launch.num_processes}): the global batch "
                                 "is split evenly across the processes")
+        if self.micro_batch_size and self.batch_size % (self.micro_batch_size * self.launch.num_processes):
+            raise PipelineError(f"params.yaml: sft.batch_size ({self.batch_size}) must be a multiple of "
+                                f"sft.micro_batch_size x sft.launch.num_processes "
+                                f"({self.micro_batch_size} x {self.launch.num_processes}): the accumulation "
+                                "steps are derived exactly; change sft.micro_batch_size")
+
+    def accumulation(self, processes: int) -> tuple[int, int]:
+        """(per-device micro batch, gradient accumulation steps) giving exactly `batch_size` examples a step."""
+        share = self.batch_size // processes
+        micro = self.micro_batch_size or share
+        return micro, share // micro
 
 
 def embedding_rows(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: Sequence[dict],

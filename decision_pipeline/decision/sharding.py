@@ -44,7 +44,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AbstractSet, Iterator, Sequence
+from typing import AbstractSet, Any, Iterator, Sequence
 
 from transformers import PreTrainedTokenizerBase
 
@@ -68,6 +68,7 @@ class Workers:
     batch_size: int
     threads: int
     count: int
+    runtime: Any = None  # RuntimeParams: device and vLLM memory knobs (None = its defaults)
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ def generate_sharded(out: Path, source: str, questions: Sequence[dict], settings
     workers run side by side (the figure throughput is computed from)."""
     prior = logged_ids(out)
     if w.count == 1:
-        backend = backend_for_model(w.backend, model, tok, w.model_dir, w.batch_size)
+        backend = backend_for_model(w.backend, model, tok, w.model_dir, w.batch_size, w.runtime)
         return generate_in_process(out, source, backend, questions, settings, tok, chunk, deadline, desc,
                                    prior=prior)
     devices = worker_devices(w.count)
@@ -287,8 +288,9 @@ def _worker(job: ShardJob, results, parent: int) -> None:
         torch.set_num_threads(job.workers.threads)
         w = job.workers
         tok = load_tokenizer(w.model_dir)
-        model = load_model(w.model_dir) if w.backend == "hf" else None
-        backend = backend_for_model(w.backend, model, tok, w.model_dir, w.batch_size)
+        device = w.runtime.device if w.runtime is not None else "auto"
+        model = load_model(w.model_dir, device=device) if w.backend == "hf" else None
+        backend = backend_for_model(w.backend, model, tok, w.model_dir, w.batch_size, w.runtime)
         stats = generate_in_process(Path(job.out), job.source, backend, job.questions, job.settings, tok,
                                     job.chunk, job.deadline, job.desc, shard=(job.rank, w.count), prior=job.prior)
         results.put((job.rank, "ok", stats))

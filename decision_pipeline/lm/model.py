@@ -43,19 +43,23 @@ def build_tiny_model(spec: TinyModelSpec, vocab_size: int, pad_token_id: int, eo
     return model
 
 
-def load_model(path: str | Path, dtype: torch.dtype | None = None) -> PreTrainedModel:
+def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str = "auto") -> PreTrainedModel:
     """Load a `save_pretrained` directory (local only: nothing is fetched from a hub).
 
-    On a GPU machine the model goes to CUDA in bfloat16; on CPU it stays float32.
+    `device` is `runtime.device`: auto = CUDA when torch sees a GPU, else CPU; cuda on a
+    CPU-only torch is one line naming the fix (never a silent fp32 CPU run of a GPU profile).
+    On CUDA the model loads in bfloat16; on CPU it stays float32.
     """
+    from decision_pipeline.lm.runtime import model_dtype, resolve_device
+
     path = Path(path)
     if not (path / "config.json").is_file():
         raise PipelineError(f"{path}: not a model directory (no config.json); run `dvc repro` or fix the model path in params.yaml")
-    cuda = torch.cuda.is_available()
-    dtype = dtype or (torch.bfloat16 if cuda else torch.float32)
+    target = resolve_device(device)
+    dtype = dtype or model_dtype(target)
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
-    if cuda:
-        model.to("cuda")
+    if target.type != "cpu":
+        model.to(target)
     model.eval()
     return model
 

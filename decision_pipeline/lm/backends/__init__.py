@@ -62,10 +62,14 @@ def make_backend(name: str, **kwargs: Any) -> Backend:
     raise PipelineError(f"backend {name!r} is unknown; use one of {', '.join(BACKENDS)} (params.yaml)")
 
 
-def backend_for_model(name: str, model: Any, tokenizer: Any, model_dir: str, batch_size: int) -> Backend:
-    """The backend that runs a local model: `hf` on the loaded model, `vllm` on its directory."""
+def backend_for_model(name: str, model: Any, tokenizer: Any, model_dir: str, batch_size: int,
+                      runtime: Any = None) -> Backend:
+    """The backend that runs a local model: `hf` on the loaded model, `vllm` on its directory.
+
+    `runtime` (RuntimeParams; None = its defaults) gives vLLM its share of the GPU and its context."""
     if name == "hf":
         return make_backend("hf", model=model, tokenizer=tokenizer, batch_size=batch_size)
     if name == "vllm":
-        return make_backend("vllm", model_path=model_dir)
+        from decision_pipeline.lm.runtime import RuntimeParams, vllm_engine_kwargs
+        return make_backend("vllm", model_path=model_dir, **vllm_engine_kwargs(runtime or RuntimeParams()))
     raise PipelineError(f"backend {name!r} cannot run a local model; use hf or vllm (openai serves a teacher or judge)")

@@ -7,12 +7,16 @@ from typing import Sequence
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.log import bars_enabled
 from decision_pipeline.lm.backends import Completion, SamplingSettings
+from decision_pipeline.lm.runtime import RuntimeParams
+
+RUNTIME_DEFAULTS = RuntimeParams()  # the memory share comes from params.yaml `runtime`; this is its default
 
 
 class VLLMBackend:
     name = "vllm"
 
-    def __init__(self, model_path: str, gpu_memory_utilization: float = 0.85, max_num_seqs: int = 256,
+    def __init__(self, model_path: str, gpu_memory_utilization: float = RUNTIME_DEFAULTS.vllm_gpu_memory_utilization,
+                 max_num_seqs: int = 256,
                  enable_prefix_caching: bool = True, tensor_parallel_size: int = 1, max_model_len: int | None = None,
                  seed: int = 0):
         try:
