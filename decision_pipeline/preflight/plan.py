@@ -148,10 +148,10 @@ def _vllm_check(plan: StagePlan, m: ModelShape, gpu_gib: float, util: float, max
 
 
 def plan_readout(params: dict, m: ModelShape, gpu_gib: float, post_chain: bool) -> StagePlan:
-    """Readout (prefix -> label logits at the last position only), batched by tokens; beside vLLM when the
-    answering backend is vllm (the engine is up while the hf model reads out)."""
+    """Readout (prefix -> label logits at the last position only), batched by tokens. The first readout runs
+    before the vLLM engine is built; the post-chain readout runs beside it when the answering backend is vllm."""
     name = "post-chain readout" if post_chain else "readout"
-    plan = StagePlan(name, knobs={"activations": "runtime.readout_batch_tokens", "kv cache": "runtime.readout_batch_tokens",
+    plan = StagePlan(name, knobs={"activations": "runtime.readout_batch_tokens",
                                   "vllm share": "runtime.vllm_gpu_memory_utilization"})
     budget = int(_get(params, "runtime.readout_batch_tokens", 8192))
     longest = PROMPT_TOKENS + (int(_get(params, "evaluate.answering.max_new_tokens", 0)) if post_chain else 0)
@@ -159,9 +159,9 @@ def plan_readout(params: dict, m: ModelShape, gpu_gib: float, post_chain: bool) 
     rows = max(1, budget // longest)
     plan.terms["weights"] = param_count(m) * BF16
     plan.terms["activations"] = tokens * inference_bytes_per_token(m)
-    plan.terms["kv cache"] = tokens * kv_bytes_per_token(m)
+    # no KV cache term: lm/readout.py calls the model with use_cache=False
     plan.terms["logits"] = rows * m.vocab * READOUT_LOGIT_BYTES
-    if _get(params, "evaluate.answering.backend", "hf") == "vllm":
+    if post_chain and _get(params, "evaluate.answering.backend", "hf") == "vllm":
         plan.terms["vllm share"] = float(_get(params, "runtime.vllm_gpu_memory_utilization", 0.85)) * gpu_gib * GIB
     plan.note = f"{tokens} tokens per forward"
     return plan
@@ -175,6 +175,11 @@ def plan_generation(params: dict, m: ModelShape, gpu_gib: float) -> StagePlan:
     max_len = int(_get(params, "runtime.vllm_max_model_len", 0))
     plan.terms["vllm share"] = _vllm_check(plan, m, gpu_gib, util, max_len, "runtime.vllm_gpu_memory_utilization",
                                            "runtime.vllm_max_model_len")
+    longest = PROMPT_TOKENS + max(int(_get(params, k, 0)) for k in
+                                  ("generate.max_new_tokens", "evaluate.answering.max_new_tokens"))
+    if max_len and max_len < longest and not plan.refusal:
+        plan.refusal = (f"runtime.vllm_max_model_len={max_len} is shorter than a prompt ({PROMPT_TOKENS}) plus "
+                        f"the longest chain ({longest - PROMPT_TOKENS}); raise runtime.vllm_max_model_len")
     plan.note = f"max_model_len {max_len or m.max_positions}"
     return plan
 
@@ -233,6 +238,9 @@ def plan_grpo(params: dict, m: ModelShape, gpu_gib: float) -> StagePlan:
         max_len = int(r.get("vllm_max_model_length", 0))
         share = _vllm_check(plan, m, gpu_gib, util, max_len, "rl.vllm_gpu_memory_utilization",
                             "rl.vllm_max_model_length")
+        if max_len and max_len < PROMPT_TOKENS + completion and not plan.refusal:
+            plan.refusal = (f"rl.vllm_max_model_length={max_len} is shorter than a prompt ({PROMPT_TOKENS}) plus "
+                            f"rl.max_completion_length ({completion}); raise rl.vllm_max_model_length")
         if r.get("vllm_enable_sleep_mode", False):   # KV freed and weights offloaded during the update
             train = sum(plan.terms.values())
             gen = plan.terms["weights"] + plan.terms["lora + adamw"] + share

@@ -9,29 +9,23 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from decision_pipeline.preflight.plan import (GIB, ModelShape, failures, lora_param_count, memory_plan,
                                               param_count, read_shape)
-from decision_pipeline.preflight.profile import merge_profile, profile_params
+from decision_pipeline.preflight.profile import profile_params
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "qwen3_4b"
-# the memory knobs the gpu-runtime helper adds to profiles/gpu.yaml, at values this plan says fit 80 GiB
-GPU_KNOBS = {"runtime": {"device": "cuda", "readout_batch_tokens": 8192, "vllm_gpu_memory_utilization": 0.7,
-                         "vllm_max_model_len": 40960},
-             "sft": {"micro_batch_size": 1, "gradient_checkpointing": True},
-             "rl": {"micro_batch_size": 2, "gradient_checkpointing": True, "vllm_gpu_memory_utilization": 0.3,
-                    "vllm_max_model_length": 8704, "vllm_enable_sleep_mode": False}}
-
-
 @pytest.fixture(scope="module")
 def shape() -> ModelShape:
     return read_shape(FIXTURE)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def gpu() -> dict:
-    return merge_profile(profile_params("gpu", ROOT), GPU_KNOBS)
+    """The shipped GPU profile merged over params.yaml (in memory)."""
+    return profile_params("gpu", ROOT)
 
 
 def test_qwen3_4b_counts_by_hand(shape):
@@ -45,19 +39,11 @@ def test_qwen3_4b_counts_by_hand(shape):
 
 
 @pytest.mark.parametrize("gib", [80, 141])
-def test_gpu_profile_with_the_memory_knobs_fits(shape, gpu, gib):
+def test_shipped_gpu_profile_fits(shape, gpu, gib):
     plans = memory_plan(gpu, shape, gib)
     assert {p.stage for p in plans} == {"readout", "post-chain readout", "vllm generation", "sft", "grpo"}
     assert failures(plans, gib) == []
     assert all(p.peak_gib <= gib for p in plans)
-
-
-def test_shipped_gpu_profile_fits_80_and_141(shape):
-    params = profile_params("gpu", ROOT)
-    if "micro_batch_size" not in params["sft"]:
-        pytest.skip("profiles/gpu.yaml lacks sft.micro_batch_size: the gpu-runtime branch is not merged yet")
-    for gib in (80, 141):
-        assert failures(memory_plan(params, shape, gib), gib) == []
 
 
 def test_gpu_profile_without_knobs_is_refused(shape):
@@ -79,16 +65,34 @@ def test_doubled_length_refused(shape, gpu):
     assert len(errs) == 1 and "stage sft needs" in errs[0] and "change sft.max_length" in errs[0]
 
 
-def test_doubled_batch_refused(shape, gpu):
+def test_doubled_completion_length_refused(shape, gpu):
     doubled = copy.deepcopy(gpu)
+    doubled["rl"]["max_completion_length"] *= 2
+    errs = failures(memory_plan(doubled, shape, 80), 80)
+    assert len(errs) == 1 and "stage grpo" in errs[0] and "raise rl.vllm_max_model_length" in errs[0]
+
+
+def test_grpo_batch_headroom(shape, gpu):
+    """rl.micro_batch_size 2 -> 4 still fits 80 GiB (the profile keeps that headroom); 2 -> 8 is refused."""
+    doubled = copy.deepcopy(gpu)
+    doubled["rl"]["micro_batch_size"] *= 2
+    assert failures(memory_plan(doubled, shape, 80), 80) == []
     doubled["rl"]["micro_batch_size"] *= 2
     errs = failures(memory_plan(doubled, shape, 80), 80)
     assert len(errs) == 1 and "stage grpo needs" in errs[0] and "change rl.micro_batch_size" in errs[0]
 
 
+def test_doubled_batch_without_accumulation_refused(shape, gpu):
+    """SFT without accumulation (micro_batch_size 0 = the whole batch per forward) at a doubled batch."""
+    doubled = copy.deepcopy(gpu)
+    doubled["sft"]["micro_batch_size"] = 0
+    doubled["sft"]["batch_size"] *= 2
+    errs = failures(memory_plan(doubled, shape, 141), 141)
+    assert len(errs) == 1 and "stage sft needs" in errs[0] and "change sft.micro_batch_size" in errs[0]
+
+
 def test_cli_exit_codes(tmp_path, gpu):
     merged = tmp_path / "gpu.yaml"
-    import yaml
     merged.write_text(yaml.safe_dump(gpu))
     cmd = [sys.executable, "-m", "decision_pipeline.preflight", "plan", "--params", str(merged),
            "--model-config", str(FIXTURE)]
@@ -132,3 +136,13 @@ def test_kv_cache_per_token_by_hand(shape):
     from decision_pipeline.preflight.plan import kv_bytes_per_token
     assert kv_bytes_per_token(shape) == 2 * 36 * 8 * 128 * 2 == 147456
     assert kv_bytes_per_token(shape) * 262144 / GIB == 36.0
+
+
+def test_merge_profile_is_recursive_and_leaves_inputs_alone():
+    from decision_pipeline.preflight.profile import merge_profile
+    base = {"sft": {"lr": 1.0, "launch": {"num_processes": 1, "config": "a"}}, "items": {"levels": [0, 1]}}
+    overlay = {"sft": {"launch": {"num_processes": 4}}, "items": {"levels": [2]}, "runtime": {"device": "cuda"}}
+    merged = merge_profile(base, overlay)
+    assert merged == {"sft": {"lr": 1.0, "launch": {"num_processes": 4, "config": "a"}}, "items": {"levels": [2]},
+                      "runtime": {"device": "cuda"}}
+    assert base["sft"]["launch"]["num_processes"] == 1
