@@ -14,6 +14,8 @@ from pathlib import Path
 
 from decision_pipeline.common.errors import PipelineError
 
+FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "qwen3_4b"
+
 
 def _gpu_gib(arg: float | None) -> tuple[float, str]:
     if arg:
@@ -45,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "plan":
             from decision_pipeline.preflight.plan import _get, failures, memory_plan, read_shape, render
             source = args.model_config or _get(params, "base_model.path", "")
+            if not args.model_config and not (Path(source) / "config.json").is_file():
+                print(f"note: {source or 'base_model.path'} has no config.json yet: planning with {FIXTURE} (the "
+                      "published Qwen3-4B shapes); pass --model-config / MODEL_CONFIG= for another model")
+                source = str(FIXTURE)
             shape = read_shape(source)
             plans = memory_plan(params, shape, gib)
             print(f"memory plan for {source}, {gib:g} GiB per GPU{note}")

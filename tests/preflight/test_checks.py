@@ -192,3 +192,13 @@ def test_all_failures_listed_at_once(tmp_path, model_dir):
     errs = preflight(params, tmp_path, 80)
     keys = [e.split(":")[0] for e in errs]
     assert keys == ["base_model.path", "generate.teacher_base_url", "s1mb_data.local_dir", "reviews.import_path"]
+
+
+def test_gpu_install_verification_fails_loudly_on_this_cpu_torch():
+    import torch
+    run = subprocess.run([sys.executable, "-m", "decision_pipeline.preflight.gpu_env"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    if torch.version.cuda and torch.cuda.is_available():
+        pytest.skip("a CUDA torch with a GPU: the CPU-torch refusal cannot be shown here")
+    assert run.returncode == 2
+    assert run.stderr.splitlines()[0].startswith(f"torch: {torch.__version__}")
