@@ -146,3 +146,15 @@ def test_merge_profile_is_recursive_and_leaves_inputs_alone():
     assert merged == {"sft": {"lr": 1.0, "launch": {"num_processes": 4, "config": "a"}}, "items": {"levels": [2]},
                       "runtime": {"device": "cuda"}}
     assert base["sft"]["launch"]["num_processes"] == 1
+
+
+def test_hours_from_token_counts(gpu):
+    from decision_pipeline.preflight.hours import render_hours, stage_tokens
+    rows = {stage: (tokens, rate) for stage, tokens, rate, _ in stage_tokens(gpu)}
+    # sft: max_steps 3000 x batch 16 x (512 prompt + 2000 chain) at the assumed 6,000 training tok/s
+    assert rows["sft"] == (3000 * 16 * 2512, 6000)
+    # generate: 20,000 questions x k 4 x 2,512 tokens through vLLM at the assumed 20,000 tok/s
+    assert rows["generate"] == (20000 * 4 * 2512, 20000)
+    text = render_hours(gpu)
+    assert "assumptions, not measurements" in text
+    assert f"{3000 * 16 * 2512 / 6000 / 3600:.1f}" in next(line for line in text.splitlines() if line.startswith("sft "))
