@@ -10,12 +10,13 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
 .PHONY: install run test bench gpu-params clean-venv s3-local report review review-ui review-export preflight memory-plan gpu-install
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml
 	python3.11 -m venv .venv || python3 -m venv .venv
 	$(PIP) install --quiet --upgrade pip
 	# torch is pinned in the lock to the CPU build pip finds locally; the lock
 	# makes two installs resolve identically
 	$(PIP) install --quiet -r requirements.lock
+	$(PIP) install --quiet --no-deps -r requirements-nodeps.lock
 	$(PIP) install --quiet --no-deps -e .
 	touch $(STAMP)
 
