@@ -64,20 +64,10 @@ def check_torch(params: dict, cuda_available: Callable[[], bool] | None = None) 
 
 
 def tokenizer_problems(tok: Any, key: str) -> list[str]:
-    """Pad token, single-token think markers and option labels, a chat template that keeps the answer line."""
-    out = []
-    if tok.pad_token_id is None:
-        out.append(f"{key}: tokenizer has no pad token; set pad_token (e.g. to its eos or <|im_end|>) in "
-                   "tokenizer_config.json")
-    for marker in (THINK_OPEN, THINK_CLOSE):
-        ids = tok.encode(marker, add_special_tokens=False)
-        if len(ids) != 1:
-            out.append(f"{key}: {marker!r} is {len(ids)} tokens, not one; set base_model.add_think_tokens: true "
-                       "(adds <think>/</think> as special tokens) or use a model whose tokenizer has them")
-    split = [lab for lab in LABELS if len(tok.encode(f" {lab}", add_special_tokens=False)) != 1]
-    if split:
-        out.append(f"{key}: option labels {''.join(split)} are not single tokens after a space; the readout "
-                   "needs one token per label: use a byte-level BPE tokenizer (Qwen/Llama families)")
+    """`lm.tokenizer_checks.check_tokenizer` (single-token think markers and labels, a pad token after the
+    pipeline's fallback), plus a chat template that keeps the `Answer: X` line of an answer."""
+    from decision_pipeline.lm.tokenizer_checks import check_tokenizer
+    out = [f"{key}: {problem}" for problem in check_tokenizer(tok)]
     if not getattr(tok, "chat_template", None):
         out.append(f"{key}: tokenizer has no chat_template; use an instruct model directory")
     else:
@@ -93,7 +83,9 @@ def tokenizer_problems(tok: Any, key: str) -> list[str]:
 
 
 def load_tokenizer(path: str, key: str) -> tuple[Any, list[str]]:
-    """config.json and the tokenizer of a model directory (no weights); (tokenizer or None, failure lines)."""
+    """config.json and the tokenizer of a model directory, loaded as the stages load it (pad fallback
+    included) but without weights; (tokenizer or None, failure lines)."""
+    from decision_pipeline.lm import bpe
     root = Path(path).expanduser()
     if not root.is_dir():
         return None, [f"{key}: {root} is not a directory; put the Hugging Face model directory there or fix {key}"]
@@ -102,15 +94,13 @@ def load_tokenizer(path: str, key: str) -> tuple[Any, list[str]]:
     if not any((root / f).is_file() for f in TOKENIZER_FILES):
         return None, [f"{key}: {root} has no tokenizer ({' or '.join(TOKENIZER_FILES)}); copy the model's "
                       "tokenizer files into the directory"]
-    from transformers import AutoTokenizer
     try:
-        tok = AutoTokenizer.from_pretrained(str(root), local_files_only=True)
-    except Exception as exc:  # noqa: BLE001
+        return bpe.load_tokenizer(root), []
+    except PipelineError as exc:
+        return None, [f"{key}: {exc}"]
+    except Exception as exc:  # noqa: BLE001 - a broken tokenizer file is the user's to fix
         return None, [f"{key}: {root} has no loadable tokenizer ({type(exc).__name__}); copy tokenizer.json and "
                       "tokenizer_config.json into the model directory"]
-    if tok is None or not hasattr(tok, "encode"):
-        return None, [f"{key}: {root} has no loadable tokenizer; copy tokenizer.json into the model directory"]
-    return tok, []
 
 
 def _http_json(url: str, body: dict | None = None) -> Any:
@@ -134,18 +124,12 @@ def check_endpoint(key: str, base_url: str, model: str = "", base_tok: Any = Non
         return [f"{key}: {url} serves {served or 'no models'}, not {model!r}; fix the model name or the server"]
     if base_tok is None:
         return []
-    root = url[:-3] if url.endswith("/v1") else url
+    from decision_pipeline.lm.tokenizer_checks import compare_tokenizers, endpoint_encoder
+    encode = endpoint_encoder(url, model or (served[0] if served else ""), ENDPOINT_TIMEOUT_S)
     try:
-        got = _http_json(f"{root}/tokenize", {"model": model or (served[0] if served else ""), "prompt": PROBE_TEXT,
-                                              "add_special_tokens": False}).get("tokens")
-    except (urllib.error.URLError, OSError, ValueError):
-        return [f"{key}: {root}/tokenize did not answer; token ids are exchanged with the base, serve it with "
-                "vLLM (which has /tokenize) so the tokenizers can be compared"]
-    want = base_tok.encode(PROBE_TEXT, add_special_tokens=False)
-    if got != want:
-        return [f"{key}: the endpoint's tokenizer differs from base_model.path's (probe ids {str(got)[:40]} vs "
-                f"{str(want)[:40]}); serve a teacher with the base's tokenizer"]
-    return []
+        return [f"{key}: {p}" for p in compare_tokenizers(base_tok, None, encode, name="the endpoint's")]
+    except PipelineError as exc:
+        return [f"{key}: {exc}"]
 
 
 def check_s1mb(params: dict) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from decision_pipeline.preflight.checks import (PROBE_TEXT, check_endpoint, check_plan, check_reviews, check_s1mb,
+from decision_pipeline.preflight.checks import (check_endpoint, check_plan, check_reviews, check_s1mb,
                                                 check_torch, load_tokenizer, preflight, tokenizer_problems)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,16 +58,27 @@ def test_model_dir_without_tokenizer(model_dir):
     assert errs[0].startswith("base_model.path: ") and "tokenizer" in errs[0]
 
 
-def test_tokenizer_without_pad(model_dir):
+def _drop_special(model_dir: Path, *names: str) -> None:
     cfg_path = model_dir / "tokenizer_config.json"
     cfg = json.loads(cfg_path.read_text())
-    cfg["pad_token"] = None
+    for name in names:
+        cfg[name] = None
     cfg_path.write_text(json.dumps(cfg))
     (model_dir / "special_tokens_map.json").unlink(missing_ok=True)
+
+
+def test_tokenizer_without_pad(model_dir):
+    """No pad and no fallback (no eos): one line; with an eos the stages' fallback pads with it."""
+    _drop_special(model_dir, "pad_token")
+    tok, _ = load_tokenizer(str(model_dir), "base_model.path")
+    assert tok.pad_token_id is not None and tokenizer_problems(tok, "base_model.path") == []   # eos fallback
+    # no eos and no ChatML template (which would give the <|im_end|> fallback): nothing to pad with
+    _drop_special(model_dir, "pad_token", "eos_token", "chat_template")
+    (model_dir / "chat_template.jinja").unlink(missing_ok=True)
     tok, _ = load_tokenizer(str(model_dir), "base_model.path")
     assert tok.pad_token_id is None
-    errs = tokenizer_problems(tok, "base_model.path")
-    assert len(errs) == 1 and "no pad token" in errs[0] and "pad_token" in errs[0]
+    errs = [e for e in tokenizer_problems(tok, "base_model.path") if "chat_template" not in e]
+    assert len(errs) == 1 and errs[0].startswith("base_model.path: no pad token") and "pad_token" in errs[0]
 
 
 def test_think_close_split(model_dir):
@@ -87,7 +98,8 @@ def test_think_close_split(model_dir):
     tok, _ = load_tokenizer(str(model_dir), "base_model.path")
     assert len(tok.encode("</think>", add_special_tokens=False)) > 1
     errs = tokenizer_problems(tok, "base_model.path")
-    assert len(errs) == 1 and "'</think>' is" in errs[0] and "base_model.add_think_tokens" in errs[0]
+    assert len(errs) == 1 and errs[0].startswith("base_model.path: '</think>' is")
+    assert "base_model.add_think_tokens" in errs[0]
 
 
 class _Server:
@@ -132,9 +144,10 @@ def test_endpoint_with_another_tokenizer(tiny):
     other = _Server(lambda text: [i + 1 for i in tok.encode(text, add_special_tokens=False)])
     try:
         assert check_endpoint("generate.teacher_base_url", same.url, "teacher", tok) == []
-        assert same.requests[0] == ("/tokenize", {"model": "teacher", "prompt": PROBE_TEXT, "add_special_tokens": False})
+        assert same.requests[0][0] == "/tokenize" and same.requests[0][1]["model"] == "teacher"
         errs = check_endpoint("generate.teacher_base_url", other.url, "teacher", tok)
-        assert len(errs) == 1 and errs[0].startswith("generate.teacher_base_url: ") and "tokenizer differs" in errs[0]
+        assert len(errs) == 1 and errs[0].startswith("generate.teacher_base_url: ")
+        assert "serve a teacher with the base model's tokenizer" in errs[0]
         wrong_name = check_endpoint("judge.base_url", same.url, "judge")
         assert len(wrong_name) == 1 and "not 'judge'" in wrong_name[0]
     finally:
