@@ -171,11 +171,11 @@ def check_models(params: dict) -> tuple[Any, list[str]]:
     if _get(params, "base_model.source", "") == "path":
         base_tok, errs = load_tokenizer(str(_get(params, "base_model.path", "")), "base_model.path")
         out += errs
-        if base_tok is not None and not _get(params, "base_model.add_think_tokens", False):
+        if base_tok is not None:
+            if _get(params, "base_model.add_think_tokens", False):   # the stage adds them: check the result
+                from decision_pipeline.lm.tokenizer_checks import add_think_tokens
+                add_think_tokens(None, base_tok)
             out += tokenizer_problems(base_tok, "base_model.path")
-        elif base_tok is not None:   # the think tokens are added at import: check the rest
-            out += [e for e in tokenizer_problems(base_tok, "base_model.path") if "<think>" not in e
-                    and "</think>" not in e]
     for name, c in (_get(params, "reflect.candidates", {}) or {}).items():
         if isinstance(c, dict) and c.get("kind") == "endpoint" and c.get("tokenizer"):
             out += load_tokenizer(c["tokenizer"], f"reflect.candidates.{name}.tokenizer")[1]
