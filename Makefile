@@ -8,14 +8,15 @@ STAMP   := .venv/.installed
 # dvc.yaml commands call `python`: the venv's must come first on PATH
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: install run test bench gpu-params clean-venv s3-local report review review-ui review-export
+.PHONY: install run test bench gpu-params clean-venv s3-local report review review-ui review-export preflight memory-plan gpu-install
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml
 	python3.11 -m venv .venv || python3 -m venv .venv
 	$(PIP) install --quiet --upgrade pip
 	# torch is pinned in the lock to the CPU build pip finds locally; the lock
 	# makes two installs resolve identically
 	$(PIP) install --quiet -r requirements.lock
+	$(PIP) install --quiet --no-deps -r requirements-nodeps.lock
 	$(PIP) install --quiet --no-deps -e .
 	touch $(STAMP)
 
@@ -23,6 +24,7 @@ install: $(STAMP)
 
 run: $(STAMP)
 ifeq ($(PROFILE),gpu)
+	$(PY) -m decision_pipeline.preflight check --profile $(PROFILE) $(if $(GPU_GIB),--gpu-gib $(GPU_GIB))
 	cp profiles/gpu.yaml params.yaml
 	$(PIP) install --quiet -e '.[gpu]'
 endif
@@ -62,3 +64,20 @@ review-ui: $(STAMP)
 
 review-export: $(STAMP)
 	$(PY) -m decision_pipeline.review_ui export
+
+# GPU readiness (docs/gpu.md). preflight: every outside input the profile needs, all failures at once,
+# in seconds, writing nothing; memory-plan: predicted peak GiB per GPU stage from config.json + params
+# (GPU_GIB: the card; MODEL_CONFIG: a config.json when base_model.path is not there yet), then the
+# expected first-run hours; gpu-install: the CUDA torch + vllm pins, verified afterwards.
+GPU_GIB ?=
+MODEL_CONFIG ?=
+preflight: $(STAMP)
+	$(PY) -m decision_pipeline.preflight check --profile $(PROFILE) $(if $(GPU_GIB),--gpu-gib $(GPU_GIB))
+
+memory-plan: $(STAMP)
+	$(PY) -m decision_pipeline.preflight plan --profile $(PROFILE) $(if $(GPU_GIB),--gpu-gib $(GPU_GIB)) $(if $(MODEL_CONFIG),--model-config $(MODEL_CONFIG))
+	$(PY) -m decision_pipeline.preflight hours --profile $(PROFILE)
+
+gpu-install: $(STAMP)
+	$(PIP) install -r requirements-gpu.txt
+	$(PY) -m decision_pipeline.preflight.gpu_env

@@ -9,7 +9,6 @@ base a better starting point.
 """
 from __future__ import annotations
 
-import shutil
 import time
 
 import torch
@@ -17,7 +16,7 @@ import torch
 from decision_pipeline.common.io import atomic_dir, write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.base_model import BaseModelParams, assess_base, base_source
+from decision_pipeline.decision.base_model import BaseModelParams, assess_base, base_source, prepare_base, write_base
 from decision_pipeline.decision.questions import load_split
 
 
@@ -34,9 +33,11 @@ def main(argv: list[str] | None = None) -> None:
     p = load_section(BaseModelParams, "base_model", args.params)
     torch.set_num_threads(p.threads)
     source = base_source(p, args.pretrained)
-    metrics = assess_base(source, load_split(args.items, "eval"), p, load_base(args.params).seed)
+    prepared = prepare_base(source, p.add_think_tokens)  # the tokenizer checked before anything is written
     with atomic_dir(args.out) as tmp:
-        shutil.copytree(source, tmp, dirs_exist_ok=True)
+        write_base(source, tmp, prepared)
+        metrics = assess_base(tmp, load_split(args.items, "eval"), p, load_base(args.params).seed)
+    metrics.update(source=str(source), added_tokens=prepared.added)
     write_json(args.metrics, metrics)
     summary("base_model", started, gold_trace_nll=metrics["gold_trace_nll"],
             untrained=metrics["gold_trace_nll_untrained"])

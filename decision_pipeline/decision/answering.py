@@ -16,7 +16,7 @@ from decision_pipeline.common.params import rule
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.prompts import (chain_until_close, label_ids, post_chain_prefix, readout_prefix,
                                      thinking_prefix)
-from decision_pipeline.decision.questions import gold_index
+from decision_pipeline.decision.questions import THINK_OPEN, gold_index
 from decision_pipeline.lm.backends import BACKENDS, Backend, SamplingSettings, backend_for_model
 
 
@@ -55,7 +55,8 @@ def thinking(backend: Backend, model: PreTrainedModel, tok: PreTrainedTokenizerB
         q = questions[c.prompt_index]
         closed = chain_until_close(tok, c.token_ids)
         records.append({"chain_tokens": len(c.token_ids), "finish_reason": c.finish_reason,
-                        "thinking_pred": parse_answer(c.text, len(q["options"])),
+                        # parsed as the assistant turn (`<think>` is in the prompt): an unclosed chain is unparsed
+                        "thinking_pred": parse_answer(f"{THINK_OPEN}\n{c.text}", len(q["options"])),
                         "closed": closed is not None, "text": c.text, "post_logits": None})
         if closed is not None:
             post_rows.append(len(records) - 1)

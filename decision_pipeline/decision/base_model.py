@@ -7,6 +7,8 @@ architecture untrained: pretraining must make it a better starting point.
 """
 from __future__ import annotations
 
+import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +33,8 @@ class BaseModelParams:
     path: str = rule(doc="local Hugging Face model directory when source is path (a dep of the stage); "
                          "configs/external/none = none")
     threads: int = rule(min=1, doc="torch CPU threads")
+    add_think_tokens: bool = rule(doc="add <think>/</think> as special tokens (and grow the embeddings) when the "
+                                      "base's tokenizer lacks them as single tokens, e.g. SmolLM2 or Llama")
 
 
 def base_source(p: BaseModelParams, pretrained: str | Path) -> Path:
@@ -43,6 +47,62 @@ def base_source(p: BaseModelParams, pretrained: str | Path) -> Path:
         raise PipelineError(f"{source}: model directory not found (base_model.source={p.source}); "
                             "fix base_model.path in params.yaml")
     return source
+
+
+def _saved_pad(source: Path) -> bool:
+    """Whether the directory's own tokenizer files name a pad token (else the fallback must be saved)."""
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        f = source / name
+        if f.is_file() and json.loads(f.read_text(encoding="utf-8")).get("pad_token"):
+            return True
+    return False
+
+
+@dataclass
+class PreparedBase:
+    """The base model's tokenizer, checked (and the model where tokens were added), ready to write."""
+    tok: PreTrainedTokenizerBase
+    model: PreTrainedModel | None
+    added: list[str]
+    padded: bool
+
+
+def prepare_base(source: Path, add_think: bool) -> PreparedBase:
+    """Check the base's tokenizer before anything is written (`tokenizer_checks.check_tokenizer`).
+
+    A pad token is supplied where the usual fallback exists (`load_tokenizer`), `<think>`/`</think>`
+    are added as special tokens with grown embeddings when `add_think` asks for it, and any problem
+    left is one PipelineError naming base_model.path and the fix.
+    """
+    from decision_pipeline.lm.tokenizer_checks import add_think_tokens, check_tokenizer
+
+    tok = load_tokenizer(source)  # supplies the pad fallback (bpe.ensure_pad_token)
+    padded = tok.pad_token is not None and not _saved_pad(source)
+    model = load_model(source) if add_think else None
+    added = add_think_tokens(model, tok) if add_think else []
+    problems = check_tokenizer(tok)
+    if problems:
+        raise PipelineError(f"{source}: base_model.path's tokenizer: {problems[0]}"
+                            + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
+    return PreparedBase(tok, model if added else None, added, padded)
+
+
+def write_base(source: Path, dest: Path, prepared: PreparedBase) -> None:
+    """The base as later stages read it: a copy of `source`, re-saved where tokens or a pad were added."""
+    if prepared.model is not None:
+        prepared.model.save_pretrained(dest)
+        prepared.tok.save_pretrained(dest)
+        return
+    shutil.copytree(source, dest, dirs_exist_ok=True)
+    if prepared.padded:
+        prepared.tok.save_pretrained(dest)
+
+
+def materialise_base(source: Path, dest: Path, add_think: bool) -> list[str]:
+    """`prepare_base` then `write_base`; returns the tokens added."""
+    prepared = prepare_base(source, add_think)
+    write_base(source, dest, prepared)
+    return prepared.added
 
 
 def gold_trace_nll(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questions: list[dict]) -> float:

@@ -28,7 +28,7 @@ from decision_pipeline.common.hashing import make_random
 from decision_pipeline.common.io import iter_jsonl
 from decision_pipeline.common.log import progress
 from decision_pipeline.common.params import rule
-from decision_pipeline.decision.parsing import parse_answer
+from decision_pipeline.decision.parsing import parse_with_reason, unparsed_by_reason
 from decision_pipeline.decision.questions import THINK_CLOSE, THINK_OPEN, gold_index
 
 DEFAULT_LOOKUP_PATTERNS: list[str] = [
@@ -55,7 +55,8 @@ _FIX = {
     "loop:cap": "raise the generation token cap (max_new_tokens) or check the generator",
     "loop:repeat": "relax select_chains.loop.min_repeats / min_distinct or check the generator",
     "lookup": "check select_chains.lookup_patterns for over-broad patterns",
-    "unparsed": "check the prompt asks for 'Answer: X' after </think>",
+    "unparsed": "see unparsed_by_reason in the metrics: the model must close </think> and write 'Answer: X' "
+                "(questions.ANSWER_INSTRUCTION)",
     "incorrect": "no chain answered correctly; use a stronger generator or easier questions",
 }
 _SOURCE_RANK = {"teacher": 0, "base": 1}
@@ -153,7 +154,7 @@ def strip_quirks(text: str, quirks: Sequence[str]) -> str:
 
 def judge_chain(record: Mapping, question: Mapping, *, lookup_patterns: Sequence[str] = DEFAULT_LOOKUP_PATTERNS,
                 quirks: Sequence[str] = (), loop_params: Mapping | None = None) -> dict:
-    """A copy of `record` with cleaned `text`, `parsed`, `correct` and `drop_reason`.
+    """A copy of `record` with cleaned `text`, `parsed`, `unparsed_reason`, `correct` and `drop_reason`.
 
     Drop precedence: loop:cap > loop:repeat > lookup > unparsed (a cap hit is
     usually unparsed too; reporting it as a loop says what to fix). `correct` is
@@ -176,7 +177,7 @@ def judge_chain(record: Mapping, question: Mapping, *, lookup_patterns: Sequence
         raise PipelineError(f"select_chains.loop: unknown key(s) {sorted(unknown)}; use min_repeats, window, "
                             "ngram, min_distinct")
     text = strip_quirks(record["text"], quirks)
-    parsed = parse_answer(text, len(question["options"]))
+    parsed, why = parse_with_reason(text, len(question["options"]))
     loop = detect_loop(text, record["finish_reason"], **params)
     if loop:
         reason = f"loop:{loop}"
@@ -184,7 +185,7 @@ def judge_chain(record: Mapping, question: Mapping, *, lookup_patterns: Sequence
         reason = "lookup"
     else:
         reason = None if parsed is not None else "unparsed"
-    return {**record, "text": text, "parsed": parsed,
+    return {**record, "text": text, "parsed": parsed, "unparsed_reason": why,
             "correct": parsed is not None and parsed == gold_index(question), "drop_reason": reason}
 
 
@@ -241,7 +242,9 @@ def selection_metrics(questions: Sequence[dict], judged: Sequence[dict], kept: S
     with that many correct chains (sums to the number of questions);
     `questions_with_correct` is the share with >= 1; `unanimity` the share whose
     samples all parsed to the same option. `loops_dropped`, `lookups_dropped` and
-    `unparsed` count drop reasons, so they never double-count a chain.
+    `unparsed` count drop reasons, so they never double-count a chain;
+    `unparsed_by_reason` splits every chain without a parsed answer (loops included) by what
+    part of the format it missed (`parsing.UNPARSED_REASONS`).
     """
     by_id = {q["id"]: q for q in questions}
     per_q: dict[str, list[dict]] = defaultdict(list)
@@ -281,6 +284,7 @@ def selection_metrics(questions: Sequence[dict], judged: Sequence[dict], kept: S
         "loops_dropped": counts["loop:cap"] + counts["loop:repeat"],
         "lookups_dropped": counts["lookup"],
         "unparsed": counts["unparsed"],
+        "unparsed_by_reason": unparsed_by_reason(c.get("unparsed_reason") for c in judged),
         "kept_tokens": sum(c["n_tokens"] for c in kept),
         # per source: in the default profile the teacher is the rule-based solver, so pooled rates
         # would report the solver's parse rate as the model's

@@ -12,6 +12,8 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import rule
 from decision_pipeline.decision import metrics as dm
 from decision_pipeline.decision.answering import AnsweringParams
+from decision_pipeline.decision.parsing import parse_with_reason, unparsed_by_reason
+from decision_pipeline.decision.questions import THINK_OPEN
 
 
 @dataclass
@@ -50,6 +52,14 @@ def records_to_table(records: Sequence[dict], questions: Sequence[dict], temps: 
                          temps.get("readout"), temps.get("post_chain"))
 
 
+def thinking_unparsed(records: Sequence[dict], questions: Sequence[dict]) -> dict[str, int]:
+    """Why thinking answers did not parse, per `parsing.UNPARSED_REASONS` (the chain is stored
+    without the `<think>` its prompt opened, so it is parsed as the assistant turn it completes)."""
+    by_id = {r["id"]: r for r in records}
+    return unparsed_by_reason(parse_with_reason(f"{THINK_OPEN}\n{by_id[q['id']]['chain']}", len(q["options"]))[1]
+                              for q in questions)
+
+
 def routing_at_30(curve: list[dict]) -> dict:
     """Gap recovered when the lowest-margin 30% think, plus the plain accuracy change it is a ratio of."""
     row = next(r for r in curve if abs(r["fraction"] - 0.3) < 1e-9)
@@ -80,6 +90,7 @@ def evaluate_records(records: Sequence[dict], questions: Sequence[dict], temps: 
                "by_family": {f: dm.headline(dm.subset(table, table["family"] == f), p.ece_bins)["readout"]
                              for f in sorted(set(table["family"].tolist()))},
                "routing": routing_at_30(curve),
+               "unparsed_by_reason": thinking_unparsed(records, questions),
                "cis": dm.headline_cis(table, p.bootstrap, seed)}
     if baseline is not None:
         name, base_records, base_temps = baseline

@@ -42,6 +42,9 @@ class GenerateParams:
     teacher_base_url: str = rule(doc="teacher endpoint when teacher is openai, e.g. http://127.0.0.1:8000/v1")
     teacher_model: str = rule(doc="model name the teacher endpoint serves")
     concurrency: int = rule(min=1, doc="parallel requests to the teacher endpoint")
+    teacher_timeout_s: float = rule(gt=0.0, doc="seconds one teacher request may take (non-streaming: the whole "
+                                                "completion, k samples of up to max_new_tokens) before it is "
+                                                "retried and finally fails naming this key")
     teacher_token_cap: int = rule(min=0, doc="completion tokens the teacher may spend over the whole log, resumes "
                                              "included (0 = no cap); at the cap the stage stops cleanly and a "
                                              "rerun with a higher cap continues")
@@ -131,7 +134,7 @@ def generate_chains(questions: Sequence[dict], sources: dict[str, Backend | None
 # Knobs that decide how far or how fast a run goes, never what a record holds: changing
 # them must not discard a resumable log (raising the teacher's cap continues the run).
 RUN_CONTROL = ("deadline_minutes", "teacher_token_cap", "teacher_usd_per_mtok_in", "teacher_usd_per_mtok_out",
-               "concurrency", "threads", "workers")
+               "concurrency", "teacher_timeout_s", "threads", "workers")
 
 
 def log_fingerprint(p: GenerateParams, seed: int, model_dir: str) -> str:
@@ -156,7 +159,8 @@ def teacher_source(p: GenerateParams, tok: PreTrainedTokenizerBase, spent: int =
         raise PipelineError("params.yaml: generate.teacher_base_url is empty; set it or use teacher: solver")
     cap = max(p.teacher_token_cap - spent, 0) if p.teacher_token_cap else None
     teacher = make_backend("openai", base_url=p.teacher_base_url, model=p.teacher_model,
-                           concurrency=p.concurrency, tokenizer=tok, token_cap=cap)
+                           concurrency=p.concurrency, tokenizer=tok, token_cap=cap,
+                           timeout_s=p.teacher_timeout_s, timeout_key="generate.teacher_timeout_s")
     teacher.probe()
     return teacher
 

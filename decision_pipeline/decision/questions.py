@@ -21,6 +21,12 @@ TASKS = ("choice", "noul", "score")
 LABELS = "ABCDEFGH"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 ANSWER_PREFIX = "Answer:"
+# The one statement of the answer format, in the words the model reads. It is what
+# `parsing.parse_with_reason` accepts: a thinking block closed by `</think>`, then a line
+# `Answer: X`. The readout shares the user turn (its assistant turn opens at `Answer:`,
+# skipping the optional thinking block), so readout and post-chain readout see one question.
+ANSWER_INSTRUCTION = (f"Think it through inside {THINK_OPEN} and {THINK_CLOSE}, then write the answer on its "
+                      f"own line as `{ANSWER_PREFIX} X`, where X is the letter of one option.")
 
 QUESTION_SCHEMA = pa.schema([
     ("id", pa.string()), ("family", pa.string()), ("level", pa.int64()), ("task", pa.string()),
@@ -180,10 +186,11 @@ def target_vector(q: dict) -> list[float]:
 
 
 def user_message(q: dict) -> str:
-    """The question as the user turn: text, lettered options, the answer instruction."""
+    """The question as the user turn: text, lettered options, then `ANSWER_INSTRUCTION` (the
+    format the parser needs; a real model is never left to guess it)."""
     lines = [q["question"], ""]
     lines += [f"{LABELS[i]}) {o['text']}" for i, o in enumerate(q["options"])]
-    lines += ["", "Reply with the letter of the answer."]
+    lines += ["", ANSWER_INSTRUCTION]
     return "\n".join(lines)
 
 

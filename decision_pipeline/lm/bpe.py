@@ -105,8 +105,26 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
         reason = " ".join(str(exc).split())[:160]
         raise PipelineError(f"{path}: no usable tokenizer here ({reason}); save one with the model") from None
     tok.padding_side = "left"
+    ensure_pad_token(tok)
     check_fits_model(tok, path)
     return tok
+
+
+def ensure_pad_token(tok: PreTrainedTokenizerBase) -> str | None:
+    """Give a tokenizer without a pad token the usual fallback; returns the token chosen (None: had one
+    or none fits — `tokenizer_checks.check_tokenizer` then reports it).
+
+    ChatML models pad with `<|im_end|>` (it ends every turn, so padding never reads as a new one);
+    others (Llama-3 has no pad) with eos. Padding is masked everywhere, so logits do not change.
+    """
+    if tok.pad_token_id is not None:
+        return None
+    chatml = IM_END in tok.get_vocab() and IM_START in (getattr(tok, "chat_template", None) or "")
+    choice = IM_END if chatml else tok.eos_token
+    if choice is None:
+        return None
+    tok.pad_token = choice
+    return choice
 
 
 def check_fits_model(tok: PreTrainedTokenizerBase, path: Path) -> None:

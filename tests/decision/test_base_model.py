@@ -32,7 +32,7 @@ def test_untrained_reference_is_seeded_and_fresh(tiny):
 
 
 def test_assess_base_reports_both_nlls(tiny_dir, questions):
-    p = BaseModelParams(source="path", nll_items=5, path=tiny_dir, threads=1)
+    p = BaseModelParams(source="path", nll_items=5, path=tiny_dir, threads=1, add_think_tokens=False)
     source = base_source(p, "unused")
     m = assess_base(source, questions, p, seed=1)
     assert m["n_items"] == 5 and m["source"] == tiny_dir
@@ -40,7 +40,7 @@ def test_assess_base_reports_both_nlls(tiny_dir, questions):
 
 
 def test_missing_base_dir_names_the_key(tmp_path):
-    p = BaseModelParams(source="path", nll_items=5, path=str(tmp_path / "nope"), threads=1)
+    p = BaseModelParams(source="path", nll_items=5, path=str(tmp_path / "nope"), threads=1, add_think_tokens=False)
     with pytest.raises(PipelineError, match="base_model.path"):
         base_source(p, "unused")
 

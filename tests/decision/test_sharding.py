@@ -21,6 +21,7 @@ from decision_pipeline.lm.backends import SamplingSettings, make_backend
 def _params(**over) -> GenerateParams:
     values = dict(backend="hf", k=2, temperature=1.0, top_p=0.95, max_new_tokens=8, batch_size=4, chunk=2,
                   max_questions=10, teacher="solver", teacher_base_url="", teacher_model="", concurrency=1,
+                  teacher_timeout_s=60.0,
                   teacher_token_cap=0, teacher_usd_per_mtok_in=0.0, teacher_usd_per_mtok_out=0.0,
                   deadline_minutes=0.0, target_pool_size=100, threads=1, workers=1)
     values.update(over)

@@ -14,7 +14,8 @@ from decision_pipeline.lm import serve
 def _params(url: str, **over) -> GenerateParams:
     values = dict(backend="hf", k=1, temperature=0.8, top_p=1.0, max_new_tokens=8, batch_size=4, chunk=2,
                   max_questions=6, teacher="openai", teacher_base_url=url, teacher_model="tiny",
-                  concurrency=1, deadline_minutes=0.0, target_pool_size=100, threads=1, workers=1,
+                  concurrency=1, teacher_timeout_s=60.0, deadline_minutes=0.0, target_pool_size=100, threads=1,
+                  workers=1,
                   teacher_token_cap=0, teacher_usd_per_mtok_in=1.0, teacher_usd_per_mtok_out=4.0)
     values.update(over)
     return GenerateParams(**values)

@@ -341,3 +341,29 @@ def test_server_rejects_malformed_requests(served):
 def test_cli_missing_model_is_a_clear_error(tmp_path, capsys):
     assert serve.main(["--model", str(tmp_path / "nope"), "--port", "0"]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_teacher_timeout_param_decides_when_a_slow_teacher_fails(prompts):
+    """generate.teacher_timeout_s reaches the teacher's backend: a reply slower than it fails naming the key,
+    a longer timeout waits for the same reply."""
+    from decision_pipeline.decision.generation import GenerateParams, teacher_source
+
+    def slow(i: int, body: dict) -> tuple[int, Any]:
+        time.sleep(0.6)
+        return 200, {"choices": [{"index": 0, "text": "a", "token_ids": [5], "finish_reason": "stop"}],
+                     "usage": {"prompt_tokens": 2, "completion_tokens": 1}}
+
+    def params(url: str, timeout_s: float) -> GenerateParams:
+        return GenerateParams(backend="hf", k=1, temperature=0.0, top_p=1.0, max_new_tokens=4, batch_size=1, chunk=1,
+                              max_questions=1, teacher="openai", teacher_base_url=url, teacher_model="t",
+                              concurrency=1, teacher_timeout_s=timeout_s, teacher_token_cap=0,
+                              teacher_usd_per_mtok_in=0.0, teacher_usd_per_mtok_out=0.0, deadline_minutes=0.0,
+                              target_pool_size=1, threads=1, workers=1)
+    with stub_server(slow) as stub:
+        short = teacher_source(params(stub.url, 0.2), tok=None)
+        assert short.timeout_s == 0.2
+        short.max_retries = 0  # one attempt: the message, not the back-off, is under test
+        with pytest.raises(PipelineError, match=r"timed out .*no answer within 0.2s.*raise generate\.teacher_timeout_s"):
+            short.generate(prompts[:1], SamplingSettings())
+        out = teacher_source(params(stub.url, 3.0), tok=None).generate(prompts[:1], SamplingSettings())
+        assert [(c.token_ids, c.finish_reason) for c in out] == [([5], "stop")]

@@ -53,7 +53,7 @@ class OpenAIBackend:
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", concurrency: int = 4,
                  timeout_s: float = 60, max_retries: int = 4, backoff_s: float = 0.5,
                  token_cap: int | None = None, tokenizer: Any = None, url_key: str = "generate.teacher_base_url",
-                 cap_key: str = "generate.teacher_token_cap"):
+                 cap_key: str = "generate.teacher_token_cap", timeout_key: str | None = None):
         if concurrency < 1 or max_retries < 0 or timeout_s <= 0:
             raise PipelineError("openai backend: concurrency must be >= 1, max_retries >= 0 and timeout_s > 0 "
                                 "(see the backend settings in params.yaml)")
@@ -63,6 +63,7 @@ class OpenAIBackend:
         self.timeout_s, self.max_retries, self.backoff_s = timeout_s, max_retries, backoff_s
         self.token_cap, self.tokenizer = token_cap, tokenizer
         self.url_key, self.cap_key = url_key, cap_key  # the params keys named in error messages
+        self.timeout_key = timeout_key
         self.completion_tokens = 0  # spent so far, all generate() calls together
         self._lock = threading.Lock()
 
@@ -165,8 +166,12 @@ class OpenAIBackend:
                 return self._attempt(data, headers)
             except _Retryable as exc:
                 last = exc
+        if last.kind == "timed out" and self.timeout_key:
+            fix = f"raise {self.timeout_key} in params.yaml (long non-streaming completions) or check the server"
+        else:
+            fix = f"start the server or fix {self.url_key} in params.yaml"
         raise PipelineError(f"openai backend: {self.base_url} {last.kind} after {self.max_retries} retries "
-                            f"({last.detail}); start the server or fix {self.url_key} in params.yaml")
+                            f"({last.detail}); {fix}")
 
     def _attempt(self, data: bytes, headers: dict[str, str]) -> dict[str, Any]:
         request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")

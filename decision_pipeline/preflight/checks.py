@@ -1,0 +1,217 @@
+"""The preflight: everything a profile needs from outside the repository, checked in seconds, all at once.
+
+Why all at once: a GPU run otherwise finds its missing model directory, S1MB export or endpoint
+one at a time, each after hours of pretraining. Every check returns failure lines (key: what is
+wrong; what to do) instead of raising, so one run lists them all. Nothing is written anywhere:
+tokenizers load from their directories only (no weights), endpoints get a GET and a tokenize call.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable
+
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.decision.questions import ANSWER_PREFIX, LABELS, THINK_CLOSE, THINK_OPEN
+from decision_pipeline.preflight.plan import _get, failures, memory_plan, read_shape
+
+VLLM_VERSION = "0.31.0"
+TORCH_VERSION = "2.13.0"
+ENDPOINT_TIMEOUT_S = 3.0
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model")
+PROBE_TEXT = f"{THINK_OPEN}\nThe second option fits.\n{THINK_CLOSE}\n{ANSWER_PREFIX} B"
+
+
+def uses_vllm(params: dict) -> bool:
+    """Whether any stage of the profile builds a vLLM engine."""
+    return "vllm" in {_get(params, "generate.backend", "hf"), _get(params, "evaluate.answering.backend", "hf"),
+                      _get(params, "rl_probe.backend", "hf")} or bool(_get(params, "rl.use_vllm", False))
+
+
+def wants_cuda(params: dict) -> bool:
+    """A profile needs a CUDA torch when it names cuda, uses vLLM, or is the gpu profile."""
+    return (_get(params, "runtime.device", "auto") == "cuda" or uses_vllm(params)
+            or _get(params, "base.profile", "") == "gpu")
+
+
+def check_torch(params: dict, cuda_available: Callable[[], bool] | None = None) -> list[str]:
+    """CUDA torch of the pinned version, and vLLM of the pinned version where a backend is vllm."""
+    import torch
+    out = []
+    if wants_cuda(params):
+        available = (cuda_available or torch.cuda.is_available)()
+        if not torch.version.cuda or not available:
+            why = "a CPU-only build" if not torch.version.cuda else "a CUDA build that sees no GPU"
+            out.append(f"torch: {torch.__version__} is {why} and this profile needs a GPU; run `make gpu-install` "
+                       "(requirements-gpu.txt) on a machine with an NVIDIA driver")
+        elif not torch.__version__.startswith(TORCH_VERSION):
+            out.append(f"torch: {torch.__version__} installed, vllm {VLLM_VERSION} needs {TORCH_VERSION}; "
+                       "run `make gpu-install`")
+    if uses_vllm(params):
+        try:
+            version = importlib.metadata.version("vllm") if importlib.util.find_spec("vllm") else None
+        except importlib.metadata.PackageNotFoundError:
+            version = None
+        if version != VLLM_VERSION:
+            out.append(f"vllm: {'not installed' if version is None else version} but a backend is vllm "
+                       f"(generate/evaluate/rl_probe backend, rl.use_vllm); run `make gpu-install` "
+                       f"(vllm=={VLLM_VERSION}) or set those backends to hf")
+    return out
+
+
+def tokenizer_problems(tok: Any, key: str) -> list[str]:
+    """`lm.tokenizer_checks.check_tokenizer` (single-token think markers and labels, a pad token after the
+    pipeline's fallback), plus a chat template that keeps the `Answer: X` line of an answer."""
+    from decision_pipeline.lm.tokenizer_checks import check_tokenizer
+    out = [f"{key}: {problem}" for problem in check_tokenizer(tok)]
+    if not getattr(tok, "chat_template", None):
+        out.append(f"{key}: tokenizer has no chat_template; use an instruct model directory")
+    else:
+        try:
+            text = tok.apply_chat_template([{"role": "user", "content": "Q?"}, {"role": "assistant",
+                                            "content": PROBE_TEXT}], tokenize=False)
+        except Exception as exc:  # noqa: BLE001 - any template error is the user's to fix
+            out.append(f"{key}: chat template failed to render ({type(exc).__name__}: {exc}); fix chat_template")
+        else:
+            if f"{ANSWER_PREFIX} B" not in text:
+                out.append(f"{key}: chat template drops the '{ANSWER_PREFIX} X' line of an answer; fix chat_template")
+    return out
+
+
+def load_tokenizer(path: str, key: str) -> tuple[Any, list[str]]:
+    """config.json and the tokenizer of a model directory, loaded as the stages load it (pad fallback
+    included) but without weights; (tokenizer or None, failure lines)."""
+    from decision_pipeline.lm import bpe
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        return None, [f"{key}: {root} is not a directory; put the Hugging Face model directory there or fix {key}"]
+    if not (root / "config.json").is_file():
+        return None, [f"{key}: {root} has no config.json; point {key} at a Hugging Face model directory"]
+    if not any((root / f).is_file() for f in TOKENIZER_FILES):
+        return None, [f"{key}: {root} has no tokenizer ({' or '.join(TOKENIZER_FILES)}); copy the model's "
+                      "tokenizer files into the directory"]
+    try:
+        return bpe.load_tokenizer(root), []
+    except PipelineError as exc:
+        return None, [f"{key}: {exc}"]
+    except Exception as exc:  # noqa: BLE001 - a broken tokenizer file is the user's to fix
+        return None, [f"{key}: {root} has no loadable tokenizer ({type(exc).__name__}); copy tokenizer.json and "
+                      "tokenizer_config.json into the model directory"]
+
+
+def _http_json(url: str, body: dict | None = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=ENDPOINT_TIMEOUT_S) as resp:  # noqa: S310 - local endpoints
+        return json.loads(resp.read().decode())
+
+
+def check_endpoint(key: str, base_url: str, model: str = "", base_tok: Any = None) -> list[str]:
+    """GET /v1/models answers; with `base_tok`, the endpoint's /tokenize gives the base's ids for a probe."""
+    url = base_url.rstrip("/")
+    try:
+        listing = _http_json(f"{url}/models")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return [f"{key}: {url}/models did not answer ({reason}); start the server (README 'Running on GPUs') "
+                f"or fix {key}"]
+    served = [m.get("id") for m in listing.get("data", []) if isinstance(m, dict)]
+    if model and model not in served:
+        return [f"{key}: {url} serves {served or 'no models'}, not {model!r}; fix the model name or the server"]
+    if base_tok is None:
+        return []
+    from decision_pipeline.lm.tokenizer_checks import compare_tokenizers, endpoint_encoder
+    encode = endpoint_encoder(url, model or (served[0] if served else ""), ENDPOINT_TIMEOUT_S)
+    try:
+        return [f"{key}: {p}" for p in compare_tokenizers(base_tok, None, encode, name="the endpoint's")]
+    except PipelineError as exc:
+        return [f"{key}: {exc}"]
+
+
+def check_s1mb(params: dict) -> list[str]:
+    """The local S1MB export's layout: benchmarks/, categories/<category>.json, datasets/."""
+    if _get(params, "s1mb_data.source", "") != "local":
+        return []
+    root = Path(str(_get(params, "s1mb_data.local_dir", ""))).expanduser()
+    category = _get(params, "s1mb_data.category", "")
+    missing = [p for p in ("benchmarks", "datasets") if not (root / p).is_dir()]
+    if not (root / "categories" / f"{category}.json").is_file():
+        missing.append(f"categories/{category}.json")
+    if missing:
+        return [f"s1mb_data.local_dir: {root} lacks {', '.join(missing)}; build the S1MB export there "
+                "(docs/gpu.md 'S1MB export') or fix s1mb_data.local_dir"]
+    return []
+
+
+def check_reviews(params: dict, root: Path) -> list[str]:
+    """The imported reviews export exists and every line is a JSON object."""
+    if _get(params, "reviews.source", "") != "import":
+        return []
+    path = root / str(_get(params, "reviews.import_path", ""))
+    if not path.is_file():
+        return [f"reviews.import_path: {path} not found; run `make review-ui` then `make review-export`, "
+                "or set reviews.source: seeded"]
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            ok = isinstance(json.loads(line), dict) if line.strip() else True
+        except ValueError:
+            ok = False
+        if not ok:
+            return [f"reviews.import_path: {path}:{n} is not a JSON object; re-export with `make review-export`"]
+    return []
+
+
+def check_models(params: dict) -> tuple[Any, list[str]]:
+    """Base model directory and served candidates' tokenizers; returns the base tokenizer for the endpoints."""
+    out, base_tok = [], None
+    if _get(params, "base_model.source", "") == "path":
+        base_tok, errs = load_tokenizer(str(_get(params, "base_model.path", "")), "base_model.path")
+        out += errs
+        if base_tok is not None:
+            if _get(params, "base_model.add_think_tokens", False):   # the stage adds them: check the result
+                from decision_pipeline.lm.tokenizer_checks import add_think_tokens
+                add_think_tokens(None, base_tok)
+            out += tokenizer_problems(base_tok, "base_model.path")
+    for name, c in (_get(params, "reflect.candidates", {}) or {}).items():
+        if isinstance(c, dict) and c.get("kind") == "endpoint" and c.get("tokenizer"):
+            out += load_tokenizer(c["tokenizer"], f"reflect.candidates.{name}.tokenizer")[1]
+    return base_tok, out
+
+
+def check_endpoints(params: dict, base_tok: Any) -> list[str]:
+    """Teacher (ids exchanged with the base: tokenizer compared), judge and endpoint reflection candidates."""
+    out = []
+    if _get(params, "generate.teacher", "") == "openai":
+        out += check_endpoint("generate.teacher_base_url", _get(params, "generate.teacher_base_url", ""),
+                              _get(params, "generate.teacher_model", ""), base_tok)
+    if _get(params, "judge.base_url", ""):
+        out += check_endpoint("judge.base_url", _get(params, "judge.base_url", ""), _get(params, "judge.model", ""))
+    for name, c in (_get(params, "reflect.candidates", {}) or {}).items():
+        if isinstance(c, dict) and c.get("kind") == "endpoint" and c.get("base_url") and not c.get("serve_model"):
+            out += check_endpoint(f"reflect.candidates.{name}.base_url", c["base_url"], c.get("model", ""))
+    return out
+
+
+def check_plan(params: dict, gpu_gib: float, model_config: str | None) -> list[str]:
+    """The memory plan's refusals (skipped when the model config is missing: reported above)."""
+    source = model_config or (_get(params, "base_model.path", "") if _get(params, "base_model.source", "") == "path"
+                              else "")
+    if not source:
+        return []
+    try:
+        shape = read_shape(source)
+    except PipelineError as exc:
+        return [] if not model_config else [str(exc)]
+    return failures(memory_plan(params, shape, gpu_gib), gpu_gib)
+
+
+def preflight(params: dict, root: Path, gpu_gib: float, model_config: str | None = None,
+              cuda_available: Callable[[], bool] | None = None) -> list[str]:
+    """Every failure line of the profile, in a fixed order (install, models, endpoints, data, memory)."""
+    base_tok, model_errs = check_models(params)
+    return (check_torch(params, cuda_available) + model_errs + check_endpoints(params, base_tok)
+            + check_s1mb(params) + check_reviews(params, root) + check_plan(params, gpu_gib, model_config))

@@ -1,0 +1,291 @@
+"""The memory plan: predicted peak GPU memory per GPU-heavy stage, from config.json and params alone.
+
+Why analytic: a 4B model's first OOM otherwise arrives hours into a run. Every term is a
+closed formula of the model's shapes (config.json) and the merged params, computed before
+any weight is loaded, so `make memory-plan` runs in a second on a CPU machine. The weight
+and LoRA optimizer terms are exact parameter counts (tests check them against a real
+model); activations, logits and overheads are stated estimates (constants below).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from decision_pipeline.common.errors import PipelineError
+
+GIB = 1024 ** 3
+BF16 = 2
+FP32 = 4
+LORA_BYTES_PER_PARAM = 16       # fp32 adapter weight + fp32 grad + two fp32 AdamW moments (PEFT keeps adapters fp32)
+TRAIN_LOGIT_BYTES = 10          # per kept logit in training: bf16 logits + fp32 upcast for the loss + fp32 grad
+READOUT_LOGIT_BYTES = FP32      # per kept logit at inference: the float() copy of the kept rows
+CUDA_OVERHEAD_GIB = 1.5         # CUDA context, cuBLAS workspaces, allocator fragmentation
+VLLM_RESERVE_GIB = 2.0          # vLLM's profiling activations and CUDA graphs inside its own share
+PROMPT_TOKENS = 512             # a question prompt with its options (the pipeline's prompts are shorter)
+LORA_SHAPES = {"q_proj": ("h", "q"), "k_proj": ("h", "kv"), "v_proj": ("h", "kv"), "o_proj": ("q", "h"),
+               "gate_proj": ("h", "i"), "up_proj": ("h", "i"), "down_proj": ("i", "h")}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The config.json numbers memory depends on (Qwen2/Qwen3/Llama-style decoder)."""
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied: bool
+    max_positions: int
+    qk_norm: bool = True
+
+    def dims(self) -> dict[str, int]:
+        return {"h": self.hidden, "q": self.heads * self.head_dim, "kv": self.kv_heads * self.head_dim,
+                "i": self.intermediate}
+
+
+def read_shape(config_path: str | Path) -> ModelShape:
+    """ModelShape from a model directory's config.json (or the file itself); a missing key is one line."""
+    path = Path(config_path)
+    path = path / "config.json" if path.is_dir() else path
+    if not path.is_file():
+        raise PipelineError(f"{path}: config.json not found; set base_model.path to a Hugging Face model "
+                            "directory (or pass --model-config)")
+    cfg = json.loads(path.read_text(encoding="utf-8"))
+    cfg = cfg.get("text_config", cfg)
+    try:
+        heads = int(cfg["num_attention_heads"])
+        return ModelShape(hidden=int(cfg["hidden_size"]), layers=int(cfg["num_hidden_layers"]), heads=heads,
+                          kv_heads=int(cfg.get("num_key_value_heads") or heads),
+                          head_dim=int(cfg.get("head_dim") or cfg["hidden_size"] // heads),
+                          intermediate=int(cfg["intermediate_size"]), vocab=int(cfg["vocab_size"]),
+                          tied=bool(cfg.get("tie_word_embeddings", False)),
+                          max_positions=int(cfg.get("max_position_embeddings", 0)),
+                          qk_norm=cfg.get("model_type", "qwen3").startswith("qwen3"))
+    except KeyError as exc:
+        raise PipelineError(f"{path}: key {exc.args[0]} missing; the memory plan needs a decoder config") from None
+
+
+def param_count(m: ModelShape) -> int:
+    """Exact parameters of a Qwen3/Qwen2/Llama decoder (RMSNorm weights, no biases, optional q/k norms)."""
+    d = m.dims()
+    attn = d["h"] * d["q"] + 2 * d["h"] * d["kv"] + d["q"] * d["h"] + (2 * m.head_dim if m.qk_norm else 0)
+    mlp = 3 * d["h"] * d["i"]
+    per_layer = attn + mlp + 2 * d["h"]
+    embed = m.vocab * d["h"] * (1 if m.tied else 2)
+    return embed + m.layers * per_layer + d["h"]
+
+
+def lora_param_count(m: ModelShape, r: int, targets: list[str]) -> int:
+    """Exact LoRA parameters: r * (in + out) per targeted linear per layer."""
+    d = m.dims()
+    unknown = [t for t in targets if t not in LORA_SHAPES]
+    if unknown:
+        raise PipelineError(f"lora_targets: {unknown[0]!r} is not a decoder linear ({', '.join(LORA_SHAPES)})")
+    return m.layers * sum(r * (d[LORA_SHAPES[t][0]] + d[LORA_SHAPES[t][1]]) for t in targets)
+
+
+def kv_bytes_per_token(m: ModelShape) -> int:
+    """K and V of every layer for one token, bf16."""
+    return 2 * m.layers * m.kv_heads * m.head_dim * BF16
+
+
+def act_bytes_per_token_layer(m: ModelShape) -> int:
+    """Training activations one decoder layer keeps per token for backward (bf16): norms, q/k/v and rotated
+    copies, attention output, MLP gate/up/act/product and LoRA inputs (an estimate, stated so)."""
+    d = m.dims()
+    return BF16 * (6 * d["h"] + 3 * d["q"] + 4 * d["kv"] + 5 * d["i"])
+
+
+def inference_bytes_per_token(m: ModelShape) -> int:
+    """Transient activations of one layer at inference (bf16): the widest live tensors of a forward."""
+    d = m.dims()
+    return BF16 * (2 * d["h"] + d["q"] + 2 * d["kv"] + 3 * d["i"])
+
+
+@dataclass
+class StagePlan:
+    """One stage's predicted peak: named terms in bytes, and the knob to turn when it does not fit."""
+    stage: str
+    terms: dict[str, float] = field(default_factory=dict)
+    knobs: dict[str, str] = field(default_factory=dict)   # term -> the param that shrinks it
+    note: str = ""
+    refusal: str = ""                                     # set when the stage cannot start at all
+
+    @property
+    def peak_gib(self) -> float:
+        return sum(self.terms.values()) / GIB + CUDA_OVERHEAD_GIB
+
+    def biggest(self) -> str:
+        tunable = {k: v for k, v in self.terms.items() if k in self.knobs} or self.terms
+        return max(tunable, key=tunable.get)
+
+
+def _get(params: dict, dotted: str, default):
+    """A nested params value; the gpu-runtime keys read tolerantly (absent = the code's old behaviour)."""
+    node = params
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def _vllm_check(plan: StagePlan, m: ModelShape, gpu_gib: float, util: float, max_len: int,
+                util_key: str, len_key: str) -> float:
+    """vLLM's own share, and the refusal vLLM itself gives when one max-length sequence's KV does not fit."""
+    share = util * gpu_gib * GIB
+    ctx = max_len or m.max_positions
+    kv_free = share - param_count(m) * BF16 - VLLM_RESERVE_GIB * GIB
+    need = kv_bytes_per_token(m) * ctx
+    if kv_free < need:
+        plan.refusal = (f"vLLM's KV cache for one {ctx}-token sequence needs {need / GIB:.1f} GiB but "
+                        f"{util_key}={util} leaves {max(kv_free, 0) / GIB:.1f} GiB; set {len_key} (prompt + "
+                        f"completion tokens) or raise {util_key}")
+    return share
+
+
+def plan_readout(params: dict, m: ModelShape, gpu_gib: float, post_chain: bool) -> StagePlan:
+    """Readout (prefix -> label logits at the last position only), batched by tokens. The first readout runs
+    before the vLLM engine is built; the post-chain readout runs beside it when the answering backend is vllm."""
+    name = "post-chain readout" if post_chain else "readout"
+    plan = StagePlan(name, knobs={"activations": "runtime.readout_batch_tokens",
+                                  "vllm share": "runtime.vllm_gpu_memory_utilization"})
+    budget = int(_get(params, "runtime.readout_batch_tokens", 8192))
+    longest = PROMPT_TOKENS + (int(_get(params, "evaluate.answering.max_new_tokens", 0)) if post_chain else 0)
+    tokens = max(budget, longest)                      # a row longer than the budget goes alone
+    rows = max(1, budget // longest)
+    plan.terms["weights"] = param_count(m) * BF16
+    plan.terms["activations"] = tokens * inference_bytes_per_token(m)
+    # no KV cache term: lm/readout.py calls the model with use_cache=False
+    plan.terms["logits"] = rows * m.vocab * READOUT_LOGIT_BYTES
+    if post_chain and _get(params, "evaluate.answering.backend", "hf") == "vllm":
+        plan.terms["vllm share"] = float(_get(params, "runtime.vllm_gpu_memory_utilization", 0.85)) * gpu_gib * GIB
+    plan.note = f"{tokens} tokens per forward"
+    return plan
+
+
+def plan_generation(params: dict, m: ModelShape, gpu_gib: float) -> StagePlan:
+    """vLLM generation (generate / rl_probe / evaluate chains): its share of the card, checked for one
+    max-length sequence's KV cache."""
+    plan = StagePlan("vllm generation", knobs={"vllm share": "runtime.vllm_gpu_memory_utilization"})
+    util = float(_get(params, "runtime.vllm_gpu_memory_utilization", 0.85))
+    max_len = int(_get(params, "runtime.vllm_max_model_len", 0))
+    plan.terms["vllm share"] = _vllm_check(plan, m, gpu_gib, util, max_len, "runtime.vllm_gpu_memory_utilization",
+                                           "runtime.vllm_max_model_len")
+    longest = PROMPT_TOKENS + max(int(_get(params, k, 0)) for k in
+                                  ("generate.max_new_tokens", "evaluate.answering.max_new_tokens"))
+    if max_len and max_len < longest and not plan.refusal:
+        plan.refusal = (f"runtime.vllm_max_model_len={max_len} is shorter than a prompt ({PROMPT_TOKENS}) plus "
+                        f"the longest chain ({longest - PROMPT_TOKENS}); raise runtime.vllm_max_model_len")
+    plan.note = f"max_model_len {max_len or m.max_positions}"
+    return plan
+
+
+def _training_terms(plan: StagePlan, m: ModelShape, section: str, tokens: int, kept: int, ckpt: bool,
+                    lora_r: int, targets: list[str]) -> None:
+    plan.terms["weights"] = param_count(m) * BF16
+    plan.terms["lora + adamw"] = lora_param_count(m, lora_r, targets) * LORA_BYTES_PER_PARAM
+    per_layer = act_bytes_per_token_layer(m)
+    if ckpt:   # layer inputs kept, one layer recomputed at a time
+        plan.terms["activations"] = tokens * (m.layers * m.hidden * BF16 + per_layer)
+    else:
+        plan.terms["activations"] = tokens * m.layers * per_layer
+    plan.terms["logits"] = kept * m.vocab * TRAIN_LOGIT_BYTES
+    plan.knobs.update({"activations": f"{section}.gradient_checkpointing" if not ckpt else f"{section}.micro_batch_size",
+                       "logits": f"{section}.micro_batch_size"})
+
+
+def plan_sft(params: dict, m: ModelShape, gpu_gib: float) -> StagePlan:
+    """SFT with LoRA: one micro-batch padded to its longest; examples over long_chain_tokens go alone."""
+    plan = StagePlan("sft")
+    s = params.get("sft", {})
+    procs = int(_get(params, "sft.launch.num_processes", 1))
+    micro = int(s.get("micro_batch_size", 0)) or max(1, int(s["batch_size"]) // procs)
+    max_len, long_chain = int(s["max_length"]), int(s.get("long_chain_tokens", 0))
+    if 0 < long_chain < max_len:
+        tokens = max(micro * long_chain, max_len)
+        length_key = "sft.max_length" if max_len >= micro * long_chain else "sft.long_chain_tokens"
+    else:
+        tokens, length_key = micro * max_len, "sft.max_length"
+    _training_terms(plan, m, "sft", tokens, tokens, bool(s.get("gradient_checkpointing", False)),
+                    int(s["lora_r"]), list(s["lora_targets"]))
+    if tokens == max_len:      # the single longest example dominates: the micro-batch does not help
+        plan.knobs["logits"] = length_key
+        if plan.knobs["activations"].endswith("micro_batch_size"):
+            plan.knobs["activations"] = length_key
+    plan.note = f"{tokens} tokens per forward (micro-batch {micro})"
+    return plan
+
+
+def plan_grpo(params: dict, m: ModelShape, gpu_gib: float) -> StagePlan:
+    """GRPO: the trainer's model, adapters and one micro-batch of completions, beside colocated vLLM unless
+    vLLM sleeps during the update (then the peak is the larger phase)."""
+    plan = StagePlan("grpo")
+    r = params.get("rl", {})
+    procs = int(_get(params, "rl.launch.num_processes", 1))
+    step_batch = int(r["prompts_per_round"]) * int(r["num_generations"]) // max(1, int(r["steps_per_generation"]))
+    micro = int(r.get("micro_batch_size", 0)) or max(1, step_batch // procs)
+    completion = int(r["max_completion_length"])
+    tokens = micro * (PROMPT_TOKENS + completion)
+    _training_terms(plan, m, "rl", tokens, micro * completion, bool(r.get("gradient_checkpointing", False)),
+                    int(r["lora_r"]), list(r["lora_targets"]))
+    plan.note = f"{tokens} tokens per forward (micro-batch {micro})"
+    if r.get("use_vllm") and r.get("vllm_mode", "colocate") == "colocate":
+        util = float(r.get("vllm_gpu_memory_utilization", 0.3))       # TRL's default when the key is absent
+        max_len = int(r.get("vllm_max_model_length", 0))
+        share = _vllm_check(plan, m, gpu_gib, util, max_len, "rl.vllm_gpu_memory_utilization",
+                            "rl.vllm_max_model_length")
+        if max_len and max_len < PROMPT_TOKENS + completion and not plan.refusal:
+            plan.refusal = (f"rl.vllm_max_model_length={max_len} is shorter than a prompt ({PROMPT_TOKENS}) plus "
+                            f"rl.max_completion_length ({completion}); raise rl.vllm_max_model_length")
+        if r.get("vllm_enable_sleep_mode", False):   # KV freed and weights offloaded during the update
+            train = sum(plan.terms.values())
+            gen = plan.terms["weights"] + plan.terms["lora + adamw"] + share
+            plan.terms["vllm share (asleep)"] = max(0.0, gen - train)
+            plan.note += "; vLLM sleeps during the update"
+        else:
+            plan.terms["vllm share"] = share
+            plan.knobs["vllm share"] = "rl.vllm_enable_sleep_mode"
+    return plan
+
+
+def memory_plan(params: dict, m: ModelShape, gpu_gib: float) -> list[StagePlan]:
+    """Every GPU-heavy stage of the merged params: readouts, vLLM generation, SFT, GRPO."""
+    plans = [plan_readout(params, m, gpu_gib, post_chain=False), plan_readout(params, m, gpu_gib, post_chain=True)]
+    backends = {_get(params, "generate.backend", "hf"), _get(params, "evaluate.answering.backend", "hf"),
+                _get(params, "rl_probe.backend", "hf")}
+    if "vllm" in backends:
+        plans.append(plan_generation(params, m, gpu_gib))
+    if "sft" in params:
+        plans.append(plan_sft(params, m, gpu_gib))
+    if "rl" in params:
+        plans.append(plan_grpo(params, m, gpu_gib))
+    return plans
+
+
+def failures(plans: list[StagePlan], gpu_gib: float) -> list[str]:
+    """One line per stage that does not fit: the stage, its need, the largest term and the knob to turn."""
+    out = []
+    for p in plans:
+        if p.refusal:
+            out.append(f"memory plan: stage {p.stage}: {p.refusal}")
+        if p.peak_gib > gpu_gib:
+            term = p.biggest()
+            knob = p.knobs.get(term, "runtime.device")
+            out.append(f"memory plan: stage {p.stage} needs {p.peak_gib:.1f} GiB of {gpu_gib:g} GiB "
+                       f"({term} {p.terms[term] / GIB:.1f} GiB); change {knob}")
+    return out
+
+
+def render(plans: list[StagePlan], gpu_gib: float) -> str:
+    """The table `make memory-plan` prints: stage, predicted peak beside the budget, the terms."""
+    lines = [f"{'stage':<20} {'peak GiB':>9} {'budget':>7}  fits  terms (GiB)"]
+    for p in plans:
+        fits = "yes" if p.peak_gib <= gpu_gib and not p.refusal else "NO"
+        terms = ", ".join(f"{k} {v / GIB:.1f}" for k, v in p.terms.items())
+        lines.append(f"{p.stage:<20} {p.peak_gib:>9.1f} {gpu_gib:>7g}  {fits:<4}  {terms}, overhead "
+                     f"{CUDA_OVERHEAD_GIB}  [{p.note}]")
+    return "\n".join(lines)

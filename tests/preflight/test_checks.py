@@ -1,0 +1,217 @@
+"""The preflight: every outside input of a profile checked at once, one line per failure, nothing written."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from decision_pipeline.preflight.checks import (check_endpoint, check_plan, check_reviews, check_s1mb,
+                                                check_torch, load_tokenizer, preflight, tokenizer_problems)
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "qwen3_4b"
+
+
+def _tree(path: Path) -> list[tuple[str, int]]:
+    return sorted((str(p), p.stat().st_mtime_ns) for p in path.rglob("*")) if path.exists() else []
+
+
+def test_gpu_profile_on_this_cpu_machine_lists_all_and_writes_nothing():
+    before = (_tree(ROOT / "data"), _tree(ROOT / "models"))
+    start = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "decision_pipeline.preflight", "check", "--profile", "gpu"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    took = time.monotonic() - start
+    assert run.returncode == 2 and took < 60
+    lines = run.stderr.splitlines()
+    assert any(line.startswith("torch: ") and "make gpu-install" in line for line in lines)
+    assert any(line.startswith("base_model.path: ") for line in lines)
+    assert any(line.startswith("s1mb_data.local_dir: ") for line in lines)
+    assert lines[-1].startswith("check: ") and f"{len(lines) - 1} problem(s)" in lines[-1]
+    assert (_tree(ROOT / "data"), _tree(ROOT / "models")) == before
+
+
+@pytest.fixture
+def model_dir(tiny_dir, tmp_path) -> Path:
+    d = tmp_path / "model"
+    shutil.copytree(tiny_dir, d)
+    return d
+
+
+def test_tiny_tokenizer_passes(model_dir):
+    tok, errs = load_tokenizer(str(model_dir), "base_model.path")
+    assert errs == [] and tokenizer_problems(tok, "base_model.path") == []
+
+
+def test_model_dir_without_tokenizer(model_dir):
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt"):
+        (model_dir / name).unlink(missing_ok=True)
+    tok, errs = load_tokenizer(str(model_dir), "base_model.path")
+    assert tok is None and len(errs) == 1
+    assert errs[0].startswith("base_model.path: ") and "tokenizer" in errs[0]
+
+
+def _drop_special(model_dir: Path, *names: str) -> None:
+    cfg_path = model_dir / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    for name in names:
+        cfg[name] = None
+    cfg_path.write_text(json.dumps(cfg))
+    (model_dir / "special_tokens_map.json").unlink(missing_ok=True)
+
+
+def test_tokenizer_without_pad(model_dir):
+    """No pad and no fallback (no eos): one line; with an eos the stages' fallback pads with it."""
+    _drop_special(model_dir, "pad_token")
+    tok, _ = load_tokenizer(str(model_dir), "base_model.path")
+    assert tok.pad_token_id is not None and tokenizer_problems(tok, "base_model.path") == []   # eos fallback
+    # no eos and no ChatML template (which would give the <|im_end|> fallback): nothing to pad with
+    _drop_special(model_dir, "pad_token", "eos_token", "chat_template")
+    (model_dir / "chat_template.jinja").unlink(missing_ok=True)
+    tok, _ = load_tokenizer(str(model_dir), "base_model.path")
+    assert tok.pad_token_id is None
+    errs = [e for e in tokenizer_problems(tok, "base_model.path") if "chat_template" not in e]
+    assert len(errs) == 1 and errs[0].startswith("base_model.path: no pad token") and "pad_token" in errs[0]
+
+
+def test_think_close_split(model_dir):
+    path = model_dir / "tokenizer.json"
+    data = json.loads(path.read_text())
+    for tok in data["added_tokens"]:
+        if tok["content"] == "</think>":
+            tok["content"] = "</reasoning>"
+    data["model"]["vocab"].pop("</think>", None)
+    path.write_text(json.dumps(data))
+    cfg_path = model_dir / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    for entry in cfg.get("added_tokens_decoder", {}).values():
+        if entry.get("content") == "</think>":
+            entry["content"] = "</reasoning>"
+    cfg_path.write_text(json.dumps(cfg))
+    tok, _ = load_tokenizer(str(model_dir), "base_model.path")
+    assert len(tok.encode("</think>", add_special_tokens=False)) > 1
+    errs = tokenizer_problems(tok, "base_model.path")
+    assert len(errs) == 1 and errs[0].startswith("base_model.path: '</think>' is")
+    assert "base_model.add_think_tokens" in errs[0]
+
+
+class _Server:
+    """A local OpenAI-style endpoint: /v1/models and vLLM's /tokenize answering with `ids_for(text)`."""
+
+    def __init__(self, ids_for):
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _send(self, obj):
+                body = json.dumps(obj).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                self._send({"object": "list", "data": [{"id": "teacher", "object": "model"}]})
+
+            def do_POST(self):
+                req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append((self.path, req))
+                self._send({"tokens": ids_for(req["prompt"]), "count": 0})
+
+        self.requests: list = []
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_endpoint_with_another_tokenizer(tiny):
+    _, tok = tiny
+    same = _Server(lambda text: tok.encode(text, add_special_tokens=False))
+    other = _Server(lambda text: [i + 1 for i in tok.encode(text, add_special_tokens=False)])
+    try:
+        assert check_endpoint("generate.teacher_base_url", same.url, "teacher", tok) == []
+        assert same.requests[0][0] == "/tokenize" and same.requests[0][1]["model"] == "teacher"
+        errs = check_endpoint("generate.teacher_base_url", other.url, "teacher", tok)
+        assert len(errs) == 1 and errs[0].startswith("generate.teacher_base_url: ")
+        assert "serve a teacher with the base model's tokenizer" in errs[0]
+        wrong_name = check_endpoint("judge.base_url", same.url, "judge")
+        assert len(wrong_name) == 1 and "not 'judge'" in wrong_name[0]
+    finally:
+        same.close()
+        other.close()
+
+
+def test_endpoint_down_is_one_line():
+    errs = check_endpoint("judge.base_url", "http://127.0.0.1:9/v1", "judge")
+    assert len(errs) == 1 and errs[0].startswith("judge.base_url: ") and "did not answer" in errs[0]
+
+
+def test_plan_over_budget_in_preflight():
+    from decision_pipeline.preflight.profile import profile_params
+    params = profile_params("gpu", ROOT)
+    errs = check_plan(params, 8, str(FIXTURE))
+    assert errs and all(e.startswith("memory plan: stage ") for e in errs)
+
+
+def test_gpu_profile_on_cpu_only_torch():
+    import torch
+    params = {"runtime": {"device": "cuda"}, "generate": {"backend": "hf"}}
+    errs = check_torch(params, cuda_available=lambda: False)
+    if torch.version.cuda:   # a CUDA build that sees no GPU (faked above) is named as such
+        assert errs == [] or "sees no GPU" in errs[0]
+    else:
+        assert len(errs) == 1 and errs[0].startswith(f"torch: {torch.__version__} is a CPU-only build")
+        assert "make gpu-install" in errs[0]
+    assert check_torch({"runtime": {"device": "cpu"}, "generate": {"backend": "hf"}}) == []
+
+
+def test_s1mb_layout_and_reviews(tmp_path):
+    p = {"s1mb_data": {"source": "local", "local_dir": str(tmp_path / "s1mb"), "category": "english-v1"},
+         "reviews": {"source": "import", "import_path": "export.jsonl"}}
+    (tmp_path / "s1mb" / "benchmarks").mkdir(parents=True)
+    errs = check_s1mb(p)
+    assert len(errs) == 1 and "lacks datasets, categories/english-v1.json" in errs[0]
+    (tmp_path / "s1mb" / "datasets").mkdir()
+    (tmp_path / "s1mb" / "categories").mkdir()
+    (tmp_path / "s1mb" / "categories" / "english-v1.json").write_text("{}")
+    assert check_s1mb(p) == []
+    assert "not found" in check_reviews(p, tmp_path)[0]
+    (tmp_path / "export.jsonl").write_text('{"id": 1}\n[1]\n')
+    assert check_reviews(p, tmp_path) == [f"reviews.import_path: {tmp_path / 'export.jsonl'}:2 is not a JSON object; "
+                                          "re-export with `make review-export`"]
+
+
+def test_all_failures_listed_at_once(tmp_path, model_dir):
+    (model_dir / "tokenizer.json").unlink()
+    params = {"runtime": {"device": "cpu"}, "base_model": {"source": "path", "path": str(model_dir)},
+              "generate": {"backend": "hf", "teacher": "openai", "teacher_base_url": "http://127.0.0.1:9/v1",
+                           "teacher_model": "teacher"},
+              "s1mb_data": {"source": "local", "local_dir": str(tmp_path / "none"), "category": "c"},
+              "reviews": {"source": "import", "import_path": "missing.jsonl"}}
+    errs = preflight(params, tmp_path, 80)
+    keys = [e.split(":")[0] for e in errs]
+    assert keys == ["base_model.path", "generate.teacher_base_url", "s1mb_data.local_dir", "reviews.import_path"]
+
+
+def test_gpu_install_verification_fails_loudly_on_this_cpu_torch():
+    import torch
+    run = subprocess.run([sys.executable, "-m", "decision_pipeline.preflight.gpu_env"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    if torch.version.cuda and torch.cuda.is_available():
+        pytest.skip("a CUDA torch with a GPU: the CPU-torch refusal cannot be shown here")
+    assert run.returncode == 2
+    assert run.stderr.splitlines()[0].startswith(f"torch: {torch.__version__}")

@@ -1,0 +1,160 @@
+"""The memory plan on the published Qwen3-4B shapes (config fixture, no weights), and its exact terms
+checked against a real tiny model on CPU."""
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from decision_pipeline.preflight.plan import (GIB, ModelShape, failures, lora_param_count, memory_plan,
+                                              param_count, read_shape)
+from decision_pipeline.preflight.profile import profile_params
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "qwen3_4b"
+@pytest.fixture(scope="module")
+def shape() -> ModelShape:
+    return read_shape(FIXTURE)
+
+
+@pytest.fixture
+def gpu() -> dict:
+    """The shipped GPU profile merged over params.yaml (in memory)."""
+    return profile_params("gpu", ROOT)
+
+
+def test_qwen3_4b_counts_by_hand(shape):
+    # embed 151936*2560 (tied) + 36 * (attn 2560*4096*2 + 2560*1024*2 + 2*128 norms, mlp 3*2560*9728, 2 norms) + final
+    per_layer = 2 * 2560 * 4096 + 2 * 2560 * 1024 + 256 + 3 * 2560 * 9728 + 2 * 2560
+    assert param_count(shape) == 151936 * 2560 + 36 * per_layer + 2560 == 4_022_468_096
+    # LoRA r=64 on all seven: q (2560+4096), k,v (2560+1024), o (4096+2560), gate/up (2560+9728), down (9728+2560)
+    per_layer_lora = 64 * ((2560 + 4096) * 2 + (2560 + 1024) * 2 + (2560 + 9728) * 3)
+    assert lora_param_count(shape, 64, ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                        "down_proj"]) == 36 * per_layer_lora
+
+
+@pytest.mark.parametrize("gib", [80, 141])
+def test_shipped_gpu_profile_fits(shape, gpu, gib):
+    plans = memory_plan(gpu, shape, gib)
+    assert {p.stage for p in plans} == {"readout", "post-chain readout", "vllm generation", "sft", "grpo"}
+    assert failures(plans, gib) == []
+    assert all(p.peak_gib <= gib for p in plans)
+
+
+def test_gpu_profile_without_knobs_is_refused(shape):
+    """Before the knobs (no accumulation, no checkpointing, TRL's 0.3 share at a 262k context): refused."""
+    params = profile_params("gpu", ROOT)
+    for section in ("sft", "rl"):
+        for key in ("micro_batch_size", "gradient_checkpointing"):
+            params[section].pop(key, None)
+    params["rl"].pop("vllm_max_model_length", None)
+    errs = failures(memory_plan(params, shape, 80), 80)
+    assert any("stage sft" in e and "sft.gradient_checkpointing" in e for e in errs)
+    assert any("rl.vllm_max_model_length" in e and "36.0 GiB" in e for e in errs)   # 262144 * 144 KiB
+
+
+def test_doubled_length_refused(shape, gpu):
+    doubled = copy.deepcopy(gpu)
+    doubled["sft"]["max_length"] *= 2
+    errs = failures(memory_plan(doubled, shape, 80), 80)
+    assert len(errs) == 1 and "stage sft needs" in errs[0] and "change sft.max_length" in errs[0]
+
+
+def test_doubled_completion_length_refused(shape, gpu):
+    doubled = copy.deepcopy(gpu)
+    doubled["rl"]["max_completion_length"] *= 2
+    errs = failures(memory_plan(doubled, shape, 80), 80)
+    assert len(errs) == 1 and "stage grpo" in errs[0] and "raise rl.vllm_max_model_length" in errs[0]
+
+
+def test_grpo_batch_headroom(shape, gpu):
+    """rl.micro_batch_size 2 -> 4 still fits 80 GiB (the profile keeps that headroom); 2 -> 8 is refused."""
+    doubled = copy.deepcopy(gpu)
+    doubled["rl"]["micro_batch_size"] *= 2
+    assert failures(memory_plan(doubled, shape, 80), 80) == []
+    doubled["rl"]["micro_batch_size"] *= 2
+    errs = failures(memory_plan(doubled, shape, 80), 80)
+    assert len(errs) == 1 and "stage grpo needs" in errs[0] and "change rl.micro_batch_size" in errs[0]
+
+
+def test_doubled_batch_without_accumulation_refused(shape, gpu):
+    """SFT without accumulation (micro_batch_size 0 = the whole batch per forward) at a doubled batch."""
+    doubled = copy.deepcopy(gpu)
+    doubled["sft"]["micro_batch_size"] = 0
+    doubled["sft"]["batch_size"] *= 2
+    errs = failures(memory_plan(doubled, shape, 141), 141)
+    assert len(errs) == 1 and "stage sft needs" in errs[0] and "change sft.micro_batch_size" in errs[0]
+
+
+def test_cli_exit_codes(tmp_path, gpu):
+    merged = tmp_path / "gpu.yaml"
+    merged.write_text(yaml.safe_dump(gpu))
+    cmd = [sys.executable, "-m", "decision_pipeline.preflight", "plan", "--params", str(merged),
+           "--model-config", str(FIXTURE)]
+    ok = subprocess.run(cmd + ["--gpu-gib", "80"], capture_output=True, text=True, cwd=ROOT)
+    assert ok.returncode == 0, ok.stderr
+    assert sum(line.split()[0] in {"readout", "post-chain", "vllm", "sft", "grpo"} for line in ok.stdout.splitlines()) == 5
+    small = subprocess.run(cmd + ["--gpu-gib", "8"], capture_output=True, text=True, cwd=ROOT)
+    assert small.returncode == 2
+    first = small.stderr.splitlines()[0]
+    assert first.startswith("memory plan: stage ") and ("change " in first or "set " in first)
+
+
+def test_weights_and_optimizer_terms_match_a_real_model(tmp_path):
+    """Exact: parameter counts, bf16 weight bytes, LoRA params and AdamW state bytes of a real tiny Qwen3."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    cfg = Qwen3Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                      intermediate_size=96, vocab_size=300, tie_word_embeddings=True, max_position_embeddings=128)
+    (tmp_path / "config.json").write_text(json.dumps(cfg.to_dict()))
+    shape = read_shape(tmp_path)
+    model = Qwen3ForCausalLM(cfg).to(torch.bfloat16)
+    assert sum(p.numel() for p in model.parameters()) == param_count(shape)
+    assert sum(p.numel() * p.element_size() for p in model.parameters()) == 2 * param_count(shape)
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    peft = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=targets))
+    trainable = [p for p in peft.parameters() if p.requires_grad]
+    assert sum(p.numel() for p in trainable) == lora_param_count(shape, 4, targets)
+    assert all(p.dtype == torch.float32 for p in trainable)   # PEFT keeps adapters fp32: 4 bytes of the 16
+    opt = torch.optim.AdamW(trainable, lr=1e-3)
+    for p in trainable:
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    state = sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values() if t.dim() > 0)
+    grads = sum(p.grad.numel() * p.grad.element_size() for p in trainable)
+    weights = sum(p.numel() * p.element_size() for p in trainable)
+    assert weights + grads + state == 16 * lora_param_count(shape, 4, targets)
+
+
+def test_kv_cache_per_token_by_hand(shape):
+    from decision_pipeline.preflight.plan import kv_bytes_per_token
+    assert kv_bytes_per_token(shape) == 2 * 36 * 8 * 128 * 2 == 147456
+    assert kv_bytes_per_token(shape) * 262144 / GIB == 36.0
+
+
+def test_merge_profile_is_recursive_and_leaves_inputs_alone():
+    from decision_pipeline.preflight.profile import merge_profile
+    base = {"sft": {"lr": 1.0, "launch": {"num_processes": 1, "config": "a"}}, "items": {"levels": [0, 1]}}
+    overlay = {"sft": {"launch": {"num_processes": 4}}, "items": {"levels": [2]}, "runtime": {"device": "cuda"}}
+    merged = merge_profile(base, overlay)
+    assert merged == {"sft": {"lr": 1.0, "launch": {"num_processes": 4, "config": "a"}}, "items": {"levels": [2]},
+                      "runtime": {"device": "cuda"}}
+    assert base["sft"]["launch"]["num_processes"] == 1
+
+
+def test_hours_from_token_counts(gpu):
+    from decision_pipeline.preflight.hours import render_hours, stage_tokens
+    rows = {stage: (tokens, rate) for stage, tokens, rate, _ in stage_tokens(gpu)}
+    # sft: max_steps 3000 x batch 16 x (512 prompt + 2000 chain) at the assumed 6,000 training tok/s
+    assert rows["sft"] == (3000 * 16 * 2512, 6000)
+    # generate: 20,000 questions x k 4 x 2,512 tokens through vLLM at the assumed 20,000 tok/s
+    assert rows["generate"] == (20000 * 4 * 2512, 20000)
+    text = render_hours(gpu)
+    assert "assumptions, not measurements" in text
+    assert f"{3000 * 16 * 2512 / 6000 / 3600:.1f}" in next(line for line in text.splitlines() if line.startswith("sft "))
