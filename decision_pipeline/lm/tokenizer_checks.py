@@ -108,3 +108,15 @@ def endpoint_encoder(base_url: str, model: str, timeout_s: float = 5.0) -> Calla
             raise PipelineError(f"{root}/tokenize did not return tokens ({type(exc).__name__}: {exc}); the teacher "
                                 "must expose vLLM's /tokenize so its tokenizer can be compared with the base's") from None
     return encode
+
+
+def teacher_tokenizer_problems(base: PreTrainedTokenizerBase, base_url: str, model: str,
+                               key: str = "generate.teacher_base_url") -> list[str]:
+    """For the preflight: one line per reason the teacher at `base_url` cannot exchange ids with `base`
+    (an unreachable /tokenize is itself a problem line, not an exception), each naming `key`."""
+    from decision_pipeline.common.errors import PipelineError
+    try:
+        problems = compare_tokenizers(base, None, endpoint_encoder(base_url, model))
+    except PipelineError as exc:
+        problems = [str(exc)]
+    return [f"{key}: {p}" for p in problems]

@@ -19,7 +19,8 @@ from decision_pipeline.decision.base_model import materialise_base
 from decision_pipeline.lm.bpe import CHAT_TEMPLATE, load_tokenizer, train_bpe, wrap_fast
 from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model, load_model
 from decision_pipeline.lm.tokenizer_checks import (PROBES, add_think_tokens, check_tokenizer, compare_tokenizers,
-                                                   default_labels, endpoint_encoder, ensure_pad_token)
+                                                   default_labels, endpoint_encoder, ensure_pad_token,
+                                                   teacher_tokenizer_problems)
 
 WORDS = "the cat dog sat on a mat and then it ran Answer A B C D E F G H which is larger".split()
 
@@ -137,8 +138,13 @@ def test_teacher_tokenizer_comparison_locally_and_over_http():
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         assert compare_tokenizers(base, None, endpoint_encoder(url, "t")) == []
+        assert teacher_tokenizer_problems(base, url, "t") == []
         served["tok"] = other
         assert "encodes" in compare_tokenizers(base, None, endpoint_encoder(url, "t"))[0]
+        [line] = teacher_tokenizer_problems(base, url, "t")
+        assert line.startswith("generate.teacher_base_url: teacher tokenizer encodes")
+        [line] = teacher_tokenizer_problems(base, url + "/nope", "t")
+        assert line.startswith("generate.teacher_base_url: ") and "/tokenize" in line
         with pytest.raises(PipelineError, match="must expose vLLM's /tokenize"):
             endpoint_encoder(url + "/nope", "t")(PROBES[0])
     finally:
