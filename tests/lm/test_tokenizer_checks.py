@@ -89,6 +89,9 @@ def test_add_think_tokens_grows_the_embeddings():
     assert check_tokenizer(tok, default_labels(4)) == []
     assert tok("<think>\nx\n</think>", add_special_tokens=False)["input_ids"][-1] == tok.convert_tokens_to_ids("</think>")
     assert add_think_tokens(model, tok) == []  # idempotent
+    # kept by a skip_special_tokens decode (vLLM's default, TRL's completions): the chain keeps its </think>
+    ids = tok("<think>\nx\n</think>\nAnswer: B", add_special_tokens=False)["input_ids"]
+    assert "</think>" in tok.decode(ids, skip_special_tokens=True)
 
 
 def _model_dir(tmp_path, tok):
