@@ -33,7 +33,7 @@ class BaseModelParams:
     path: str = rule(doc="local Hugging Face model directory when source is path (a dep of the stage); "
                          "configs/external/none = none")
     threads: int = rule(min=1, doc="torch CPU threads")
-    add_think_tokens: bool = rule(doc="add <think>/</think> as special tokens (and grow the embeddings) when the "
+    add_think_tokens: bool = rule(doc="add <think>/</think> as whole added tokens (and grow the embeddings) when the "
                                       "base's tokenizer lacks them as single tokens, e.g. SmolLM2 or Llama")
 
 
@@ -71,7 +71,7 @@ def prepare_base(source: Path, add_think: bool) -> PreparedBase:
     """Check the base's tokenizer before anything is written (`tokenizer_checks.check_tokenizer`).
 
     A pad token is supplied where the usual fallback exists (`load_tokenizer`), `<think>`/`</think>`
-    are added as special tokens with grown embeddings when `add_think` asks for it, and any problem
+    are added as whole tokens with grown embeddings when `add_think` asks for it, and any problem
     left is one PipelineError naming base_model.path and the fix.
     """
     from decision_pipeline.lm.tokenizer_checks import add_think_tokens, check_tokenizer

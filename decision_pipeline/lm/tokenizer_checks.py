@@ -22,6 +22,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 
+from tokenizers import AddedToken
 from transformers import PreTrainedTokenizerBase
 
 from decision_pipeline.decision.questions import LABELS, THINK_CLOSE, THINK_OPEN, label_tokens
@@ -48,7 +49,7 @@ def check_tokenizer(tok: PreTrainedTokenizerBase, labels: Sequence[str] | None =
         ids = _ids(tok, text)
         if len(ids) != 1:
             problems.append(f"{text!r} is {len(ids)} tokens {ids}, not one: every chain would count as unfinished; "
-                            "set base_model.add_think_tokens: true (adds it as a special token)")
+                            "set base_model.add_think_tokens: true (adds it as a whole token)")
     for text in labels if labels is not None else default_labels():
         ids = _ids(tok, text)
         if len(ids) != 1:
@@ -61,11 +62,16 @@ def check_tokenizer(tok: PreTrainedTokenizerBase, labels: Sequence[str] | None =
 
 
 def add_think_tokens(model, tok: PreTrainedTokenizerBase) -> list[str]:
-    """Add `<think>`/`</think>` as special tokens where they are not single tokens, and grow the model's
-    embeddings to match (new rows start at the mean embedding). Returns the tokens added."""
+    """Add `<think>`/`</think>` as whole (added, never split) tokens where they are not single tokens, and
+    grow the model's embeddings to match (new rows start at the mean embedding). Returns the tokens added.
+
+    They are added the way Qwen3 and the pipeline's own BPE have them: `AddedToken(special=False)`.
+    A *special* token is dropped by every `skip_special_tokens=True` decode — vLLM's default and
+    TRL's completion decode — so the chain text would lose its `</think>` and never parse.
+    """
     missing = [t for t in (THINK_OPEN, THINK_CLOSE) if len(_ids(tok, t)) != 1]
     if missing:
-        tok.add_special_tokens({"additional_special_tokens": missing}, replace_extra_special_tokens=False)
+        tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in missing])
         if model is not None and model.get_input_embeddings().weight.shape[0] < len(tok):
             model.resize_token_embeddings(len(tok))
     return missing
@@ -108,3 +114,15 @@ def endpoint_encoder(base_url: str, model: str, timeout_s: float = 5.0) -> Calla
             raise PipelineError(f"{root}/tokenize did not return tokens ({type(exc).__name__}: {exc}); the teacher "
                                 "must expose vLLM's /tokenize so its tokenizer can be compared with the base's") from None
     return encode
+
+
+def teacher_tokenizer_problems(base: PreTrainedTokenizerBase, base_url: str, model: str,
+                               key: str = "generate.teacher_base_url") -> list[str]:
+    """For the preflight: one line per reason the teacher at `base_url` cannot exchange ids with `base`
+    (an unreachable /tokenize is itself a problem line, not an exception), each naming `key`."""
+    from decision_pipeline.common.errors import PipelineError
+    try:
+        problems = compare_tokenizers(base, None, endpoint_encoder(base_url, model))
+    except PipelineError as exc:
+        problems = [str(exc)]
+    return [f"{key}: {p}" for p in problems]

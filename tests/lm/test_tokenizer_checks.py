@@ -19,7 +19,8 @@ from decision_pipeline.decision.base_model import materialise_base
 from decision_pipeline.lm.bpe import CHAT_TEMPLATE, load_tokenizer, train_bpe, wrap_fast
 from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model, load_model
 from decision_pipeline.lm.tokenizer_checks import (PROBES, add_think_tokens, check_tokenizer, compare_tokenizers,
-                                                   default_labels, endpoint_encoder, ensure_pad_token)
+                                                   default_labels, endpoint_encoder, ensure_pad_token,
+                                                   teacher_tokenizer_problems)
 
 WORDS = "the cat dog sat on a mat and then it ran Answer A B C D E F G H which is larger".split()
 
@@ -49,7 +50,7 @@ def foreign(*, pad: bool, chatml: bool, seed: int = 0, vocab: int = 400) -> PreT
 
 def test_pipeline_tokenizer_passes_and_foreign_one_is_told_what_is_wrong():
     own = wrap_fast(train_bpe(_corpus(), 400, required_tokens=[" A"], min_frequency=1), 128)
-    assert check_tokenizer(own, default_labels(4)) == []
+    assert check_tokenizer(own) == []  # all 8 labels both ways: the default profile's base passes
     problems = check_tokenizer(foreign(pad=False, chatml=False), default_labels(4))
     assert [p.split(" is ")[0] for p in problems[:2]] == ["'<think>'", "'</think>'"]
     assert all("base_model.add_think_tokens: true" in p for p in problems[:2])
@@ -71,6 +72,13 @@ def test_pad_fallback(chatml, expected):
     assert not any("pad" in p for p in check_tokenizer(tok, []))
 
 
+def test_load_tokenizer_supplies_the_pad_fallback(tmp_path):
+    foreign(pad=False, chatml=True).save_pretrained(tmp_path / "chatml")
+    foreign(pad=False, chatml=False).save_pretrained(tmp_path / "plain")
+    assert load_tokenizer(tmp_path / "chatml").pad_token == "<|im_end|>"
+    assert load_tokenizer(tmp_path / "plain").pad_token == "<|endoftext|>"
+
+
 def test_add_think_tokens_grows_the_embeddings():
     tok = foreign(pad=True, chatml=True)
     spec = TinyModelSpec(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32, max_positions=64)
@@ -81,6 +89,9 @@ def test_add_think_tokens_grows_the_embeddings():
     assert check_tokenizer(tok, default_labels(4)) == []
     assert tok("<think>\nx\n</think>", add_special_tokens=False)["input_ids"][-1] == tok.convert_tokens_to_ids("</think>")
     assert add_think_tokens(model, tok) == []  # idempotent
+    # kept by a skip_special_tokens decode (vLLM's default, TRL's completions): the chain keeps its </think>
+    ids = tok("<think>\nx\n</think>\nAnswer: B", add_special_tokens=False)["input_ids"]
+    assert "</think>" in tok.decode(ids, skip_special_tokens=True)
 
 
 def _model_dir(tmp_path, tok):
@@ -137,8 +148,13 @@ def test_teacher_tokenizer_comparison_locally_and_over_http():
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         assert compare_tokenizers(base, None, endpoint_encoder(url, "t")) == []
+        assert teacher_tokenizer_problems(base, url, "t") == []
         served["tok"] = other
         assert "encodes" in compare_tokenizers(base, None, endpoint_encoder(url, "t"))[0]
+        [line] = teacher_tokenizer_problems(base, url, "t")
+        assert line.startswith("generate.teacher_base_url: teacher tokenizer encodes")
+        [line] = teacher_tokenizer_problems(base, url + "/nope", "t")
+        assert line.startswith("generate.teacher_base_url: ") and "/tokenize" in line
         with pytest.raises(PipelineError, match="must expose vLLM's /tokenize"):
             endpoint_encoder(url + "/nope", "t")(PROBES[0])
     finally:
