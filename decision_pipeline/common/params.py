@@ -25,7 +25,7 @@ from decision_pipeline.common.errors import PipelineError
 
 T = TypeVar("T")
 PARAMS_FILE = "params.yaml"
-NO_PATH = "configs/external/none"  # "no external file": a real (empty) file, so it can be a DVC dep
+NO_PATH = "configs/external/none"  # "no external file": a real (non-empty) placeholder file, so it can be a DVC dep
 # every section a pipeline params file may hold (decision_pipeline.config maps each to its class; a
 # test keeps the two equal). Kept here so every stage checks a file's sections without importing them all.
 SECTION_NAMES = ("base", "items", "ingest", "tokenizer", "curate", "pretrain", "base_model", "generate",

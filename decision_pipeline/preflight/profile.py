@@ -5,22 +5,15 @@ without writing params.yaml (writing it is `make profile`'s job, which refuses t
 """
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
-from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import read_params_file
+from decision_pipeline.common.profiles import merge, read_overlay
 
 
 def merge_profile(base: dict, overlay: dict) -> dict:
-    """Recursive merge: mappings merge key by key, anything else in the overlay replaces the base value."""
-    out = copy.deepcopy(base)
-    for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge_profile(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
+    """The one merge rule of profiles (decision_pipeline.common.profiles.merge): `None` drops a key."""
+    return merge(base, overlay)
 
 
 def profile_params(profile: str = "default", root: str | Path = ".", params: str | Path | None = None) -> dict:
@@ -31,8 +24,4 @@ def profile_params(profile: str = "default", root: str | Path = ".", params: str
     base = read_params_file(root / "params.yaml")
     if profile in ("", "default"):
         return base
-    path = root / "profiles" / f"{profile}.yaml"
-    if not path.is_file():
-        names = sorted(p.stem for p in (root / "profiles").glob("*.yaml"))
-        raise PipelineError(f"{path}: profile {profile!r} not found; use one of default, {', '.join(names)}")
-    return merge_profile(base, read_params_file(path))
+    return merge_profile(base, read_overlay(root, profile, base))
