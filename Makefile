@@ -8,7 +8,7 @@ STAMP   := .venv/.installed
 # dvc.yaml commands call `python`: the venv's must come first on PATH
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: install run test bench gpu-params clean-venv s3-local report review review-ui review-export preflight memory-plan gpu-install
+.PHONY: install run profile check test bench gpu-params clean-venv s3-local report review review-ui review-export preflight memory-plan gpu-install
 
 $(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml
 	python3.11 -m venv .venv || python3 -m venv .venv
@@ -22,13 +22,25 @@ $(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml
 
 install: $(STAMP)
 
+# PROFILE=gpu|micro first merges profiles/<name>.yaml over the committed params.yaml (refusing to
+# overwrite edits of yours); `make profile PROFILE=default` goes back. Every run starts with `make check`.
 run: $(STAMP)
 ifeq ($(PROFILE),gpu)
 	$(PY) -m decision_pipeline.preflight check --profile $(PROFILE) $(if $(GPU_GIB),--gpu-gib $(GPU_GIB))
-	cp profiles/gpu.yaml params.yaml
-	$(PIP) install --quiet -e '.[gpu]'
 endif
+ifneq ($(PROFILE),default)
+	$(PY) -m decision_pipeline.common.profiles apply $(PROFILE)
+endif
+	$(PY) -m decision_pipeline.config check
 	$(DVC) repro
+
+profile: $(STAMP)
+	$(PY) -m decision_pipeline.common.profiles apply $(PROFILE)
+
+# Every params section (and SET="a.b=1 c.d=2" overrides, as dvc exp run -S takes them) through its
+# typed loader, all errors at once, in seconds: before any stage works
+check: $(STAMP)
+	$(PY) -m decision_pipeline.config check $(foreach s,$(SET),--set $(s))
 
 # The report alone (seconds; reads only metrics/ and plots/)
 report: $(STAMP)

@@ -5,6 +5,7 @@ every profile through the typed loaders, and a section no stage knows is an erro
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from decision_pipeline.bench.adapter import S1mbParams
@@ -52,3 +53,120 @@ def load_all(path: str | Path = "params.yaml") -> dict[str, object]:
     if unknown:
         raise PipelineError(f"{path}: section '{unknown[0]}' is unknown; known sections are {', '.join(SECTIONS)}")
     return {name: load_section(cls, name, path, data) for name, cls in SECTIONS.items()}
+
+
+# --------------------------------------------------------------------------- make check
+
+MAX_ERRORS_PER_SECTION = 20
+
+
+def apply_sets(data: dict, sets: list[str], path: str | Path) -> dict:
+    """`a.b.c=value` overrides (the `dvc exp run -S` syntax; values read as YAML) applied to a copy."""
+    import copy
+
+    import yaml
+
+    out = copy.deepcopy(data)
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise PipelineError(f"--set {item!r}: expected key.path=value (as dvc exp run -S takes it)")
+        node = out
+        *parents, last = key.split(".")
+        for part in parents:
+            if not isinstance(node.get(part), dict):
+                raise PipelineError(f"{path}: --set {key}: '{part}' is not a section or mapping of params.yaml")
+            node = node[part]
+        node[last] = yaml.safe_load(raw)
+    return out
+
+
+def _key_of(message: str, prefix: str) -> str | None:
+    """The section key an error message names (`<file>: sft.max_lenght: unknown key` -> 'max_lenght')."""
+    if not message.startswith(prefix):
+        return None
+    rest = message[len(prefix):]
+    return rest.split(":", 1)[0].split(".", 1)[0].split("[", 1)[0].strip() or None
+
+
+def collect_errors(data: dict, path: str | Path, reference: dict | None = None) -> list[str]:
+    """Every error of a params mapping at once: unknown sections, then each section's bad keys.
+
+    A section is loaded, its first error recorded, the culprit key put back to the reference
+    value (or dropped when the reference has none) and the section loaded again, so one typo
+    does not hide the next.
+    """
+    from decision_pipeline.common.params import from_dict
+
+    errors = []
+    for name in sorted(set(data) - set(SECTIONS), key=str):
+        errors.append(f"{path}: section '{name}' is unknown; known sections are {', '.join(SECTIONS)}")
+    for name, cls in SECTIONS.items():
+        if name not in data:
+            errors.append(f"{path}: section '{name}' is missing; add it (see params.yaml on main)")
+            continue
+        raw = data[name]
+        good = (reference or {}).get(name) or {}
+        for _ in range(MAX_ERRORS_PER_SECTION):
+            try:
+                from_dict(cls, raw, f"{path}: {name}")
+                break
+            except PipelineError as exc:
+                errors.append(str(exc))
+                key = _key_of(str(exc), f"{path}: {name}.") if isinstance(raw, dict) else None
+                if key is None or key not in raw and key not in good:
+                    break
+                raw = dict(raw)
+                if key in good:
+                    raw[key] = good[key]
+                else:
+                    raw.pop(key, None)
+                meant = re.search(r"did you mean '([^']+)'", str(exc))
+                if meant and meant.group(1) not in raw and meant.group(1) in good:
+                    raw[meant.group(1)] = good[meant.group(1)]  # the misspelt key's twin: reported once
+    return errors
+
+
+def check_main(argv: list[str] | None = None) -> int:
+    """`make check`: params.yaml (plus --set overrides) through every section's typed loader in one go."""
+    import argparse
+    import sys
+    import time
+
+    from decision_pipeline.common.params import read_params_file
+
+    ap = argparse.ArgumentParser(prog="python -m decision_pipeline.config check",
+                                 description="Check every params section (and overrides) before any stage runs.")
+    ap.add_argument("command", choices=("check",))
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--set", "-S", action="append", default=[], metavar="KEY=VALUE",
+                    help="an override as `dvc exp run -S` takes it (repeatable)")
+    args = ap.parse_args(argv)
+    started = time.perf_counter()
+    try:
+        data = apply_sets(read_params_file(args.params), args.set, args.params)
+        reference = _committed_reference()
+        errors = collect_errors(data, args.params, reference)
+    except PipelineError as exc:
+        errors = [str(exc)]
+    for line in errors:
+        print(f"ERROR: {line}", file=sys.stderr)
+    if errors:
+        print(f"[check] {len(errors)} error(s) in {args.params}; nothing was run", file=sys.stderr)
+        return 2
+    print(f"[check] {args.params}: {len(SECTIONS)} sections OK in {time.perf_counter() - started:.2f}s")
+    return 0
+
+
+def _committed_reference() -> dict | None:
+    """The committed params.yaml as known-good values to put back while collecting errors."""
+    try:
+        from decision_pipeline.common.profiles import committed_params
+
+        return committed_params(Path("."))
+    except (PipelineError, OSError, ValueError):
+        return None
+
+
+if __name__ == "__main__":
+    raise SystemExit(check_main())

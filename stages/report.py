@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import time
 
+from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.log import stage_main, summary
-from decision_pipeline.common.params import stage_parser
+from decision_pipeline.common.params import read_params_file, stage_parser
+from decision_pipeline.config import collect_errors
 from decision_pipeline.reporting.build import build_report
 
 
@@ -25,6 +27,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--figures", default="plots/report")
     args = ap.parse_args(argv)
     started = time.time()
+    # the report prints the whole params file: every section must be one the pipeline knows, checked
+    # by the loaders `make check` uses (the report tracks all of params.yaml, so it is the last guard)
+    errors = collect_errors(read_params_file(args.params), args.params)
+    if errors:
+        more = f" (and {len(errors) - 1} more; `make check` lists them all)" if len(errors) > 1 else ""
+        raise PipelineError(errors[0] + more)
     counts = build_report(args.root, args.out, args.summary, args.figures, args.params)
     summary("report", started, **counts)
 

@@ -99,7 +99,9 @@ def from_dict(cls: type[T], raw: Any, where: str) -> T:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - set(fields))
     if unknown:
-        raise PipelineError(f"{where}.{unknown[0]}: unknown key; known keys are {', '.join(sorted(fields))}")
+        close = difflib.get_close_matches(str(unknown[0]), list(fields), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise PipelineError(f"{where}.{unknown[0]}: unknown key{hint}; known keys are {', '.join(sorted(fields))}")
     hints = typing.get_type_hints(cls)
     values = {}
     for name, f in fields.items():
@@ -139,7 +141,13 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if origin is list:
         if not isinstance(value, list):
             raise PipelineError(f"{key}: expected a list, got {value!r}")
-        return [_coerce(v, args[0], f"{key}[{i}]") for i, v in enumerate(value)] if args else value
+        items = [_coerce(v, args[0], f"{key}[{i}]") for i, v in enumerate(value)] if args else value
+        seen: list = []
+        for i, v in enumerate(items):  # a repeated entry is a typo or a pasted line, never meant
+            if isinstance(v, (str, int, float)) and v in seen:
+                raise PipelineError(f"{key}[{i}]: {v!r} is listed twice; remove the repeat")
+            seen.append(v)
+        return items
     if origin is dict:
         if not isinstance(value, dict):
             raise PipelineError(f"{key}: expected a mapping, got {value!r}")
@@ -184,8 +192,8 @@ def _check_rules(value: Any, meta: typing.Mapping, key: str) -> None:
     for item in items:
         if choices is not None and item not in choices:
             raise PipelineError(f"{key}: {item!r} is not one of {', '.join(map(str, choices))}")
-        if isinstance(item, float) and item != item:
-            raise PipelineError(f"{key}: expected a number, got NaN")
+        if isinstance(item, float) and (item != item or item in (float("inf"), float("-inf"))):
+            raise PipelineError(f"{key}: expected a finite number, got {item!r}")
         lo, hi = meta.get("min"), meta.get("max")
         if lo is not None and isinstance(item, (int, float)) and item < lo:
             raise PipelineError(f"{key}: expected a value >= {lo}, got {item!r}")

@@ -49,7 +49,7 @@ DEV_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("register",
 @dataclass
 class IngestParams:
     """The pool to curate and the held-out dev target (generated, or external files)."""
-    n_docs: int = rule(min=1, doc="generated pool size")
+    n_docs: int = rule(min=1, max=5_000_000, doc="generated pool size (bounded: the pool is built in memory)")
     noise_fraction: float = rule(min=0.0, max=0.99, doc="share of generated pool documents that are web noise")
     dev_per_register: int = rule(min=1, doc="generated dev-target documents per register (the classifier's target)")
     heldout_per_register: int = rule(min=1, doc="generated held-out evaluation documents per register (pretrain "
@@ -104,7 +104,7 @@ def generate_pool(n_docs: int, noise_fraction: float, rng: np.random.Generator,
     regs = _registers(extra)
     w = np.array([float((register_weights or {}).get(r, 1.0)) for r in regs])
     if (w < 0).any() or w.sum() <= 0:
-        raise PipelineError("register_weights: weights must be >= 0 with a positive sum")
+        raise PipelineError("params.yaml: ingest.register_weights: weights must be finite, >= 0 and have a positive sum")
     cum_w = np.cumsum(w / w.sum())
     cum_noise = np.cumsum(_NOISE_WEIGHTS / _NOISE_WEIGHTS.sum())
     dup_vocab = lx.NEWS["N"] + lx.ENCYCLOPEDIC["N"] + lx.QA["N"] + lx.FORUM["N"]

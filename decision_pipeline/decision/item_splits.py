@@ -20,7 +20,7 @@ class ItemsParams:
     """`families` × `levels` × `per_cell` built-in questions, plus an optional external file."""
     families: list[str] = rule(choices=tuple(FAMILIES), nonempty=True, doc="question families to generate")
     levels: list[int] = rule(min=0, max=4, nonempty=True, doc="difficulty levels to generate for every family")
-    per_cell: int = rule(min=1, doc="questions per (family, level) cell")
+    per_cell: int = rule(min=1, max=100_000, doc="questions per (family, level) cell")
     splits: dict[str, float] = rule(keys=SPLITS, min=0.0, max=1.0,
                                     doc="fraction per split (pool, rl, dev, eval, calibration), taken in the order "
                                         "written; sums to 1. `rl` holds fresh questions only RL trains on")

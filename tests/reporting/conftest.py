@@ -18,6 +18,7 @@ def run_root(tmp_path) -> Path:
     root = tmp_path / "run"
     shutil.copytree(FIXTURES, root)
     shutil.copy2(ROOT / "dvc.yaml", root / "dvc.yaml")
+    shutil.copy2(ROOT / "params.yaml", root / "params.yaml")  # the report checks every section
     return root
 
 
