@@ -23,7 +23,7 @@ classifier
     score_docs(model, docs) -> float64[n_docs, n_registers]
     save_model(model, path) / load_model(path)
 selection
-    select(docs, scores, token_counts, budget, registers, mode, overfill, reserve) -> Selection
+    select(docs, scores, token_counts, budget, registers, mode, overfill, reserve, weights, valid, exact_tokens) -> Selection
     random_selection(docs, token_counts, budget, rng, reserve, scores=None, registers=None) -> Selection
     quantize_scores(scores) -> int64; calibrate_chars_per_token(texts, count_tokens_fn) -> float
     estimate_token_counts(texts, chars_per_token) -> int64[n]; register_mix(...)
