@@ -10,7 +10,7 @@ at the same budget (curated − filtered_random is what the classifier adds).
 random: a seeded uniform draw from the decontaminated pool at the same budget
 (filtered_random − random is what hygiene and dedup add). Every pool document gets a drop reason:
 '' (candidate), 'contaminated', the name of the hygiene filter that dropped it
-(datatrove style), or 'near_duplicate'.
+(datatrove style), 'exact_duplicate' or 'near_duplicate' (best-scored twin kept).
 """
 from __future__ import annotations
 
@@ -89,8 +89,11 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
     held_out = held_out_questions(items)
     clean = decontaminate(pool, held_out)
     filtered = apply_filters(clean.kept, filters)
-    deduped = dedup(filtered.kept, p.minhash, seed=seed)
     clf = train_classifier(dev, clean.kept, p.registers, p.classifier, seed=seed)
+    # the research's dedup: exact copies, then near-duplicates, visited in score order so the
+    # best-scored twin survives (score = the doc's best register probability)
+    deduped = dedup(filtered.kept, p.minhash, seed=seed, priority=score_docs(clf, filtered.kept).max(axis=1),
+                    exact=True)
     candidates = clean.kept if name == "random" else deduped.kept
     scores = score_docs(clf, candidates)
     texts = [d["text"] for d in candidates]
@@ -110,6 +113,7 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
     reasons = {d["id"]: "" for d in deduped.kept}
     reasons.update(filtered.dropped_by)
     reasons.update({i: "near_duplicate" for i in deduped.removed_ids})
+    reasons.update({i: "exact_duplicate" for i in deduped.exact_ids})
     reasons.update({i: "contaminated" for i in clean.removed})
     score_by_id = {d["id"]: s for d, s in zip(candidates, scores)}
     rows = [{"id": d["id"], "drop_reason": reasons[d["id"]],
@@ -123,8 +127,10 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
     metrics = {"pool_docs": len(pool),
                "decontamination": {"held_out_questions": len(held_out), "removed_docs": len(clean.removed),
                                    "questions_found": clean.questions_found},
-               "after_filters": len(filtered.kept), "drops": filtered.counts,
-               "dedup": {"removed": deduped.n_removed, "rate": round(deduped.dedup_rate, 6)},
+               "after_filters": len(filtered.kept), "drops": filtered.counts, "drops_all": filtered.counts_all,
+               "dedup": {"removed": deduped.n_removed, "exact": len(deduped.exact_ids),
+                         "near": deduped.n_removed - len(deduped.exact_ids), "rate": round(deduped.dedup_rate, 6),
+                         "kept_twin": "best_scored"},
                "classifier": {"heldout_accuracy": round(clf.report["heldout_accuracy"], 6),
                               "chance": round(clf.report["chance"], 6),
                               "register_accuracy": round(clf.report.get("register_accuracy") or 0.0, 6)},
