@@ -254,9 +254,17 @@ def train_and_eval(docs_ids: Sequence[Sequence[int]], dev: DevSet, tok: PreTrain
     return model, log, report
 
 
+def seed_order(n_docs: int, n_budget_docs: int | None, seed: int, k: int) -> list[int]:
+    """Seed k's document order: a seeded shuffle of the budget part only, the reserve tail after it
+    in selection order, so every seed trains on the SAME documents (None: shuffle all, as before)."""
+    nb = n_docs if n_budget_docs is None else min(int(n_budget_docs), n_docs)
+    return [*make_rng(seed, "reorder", k).permutation(nb).tolist(), *range(nb, n_docs)]
+
+
 def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], tok: PreTrainedTokenizerBase,
              p: PretrainParams, budget: int, seed: int,
-             work_dir: str | Path | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
+             work_dir: str | Path | None = None,
+             n_budget_docs: int | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
     """Train on selection `name` over `p.seeds` seeds; (seed-0 model, its loss log, metrics).
 
     Seed k initialises with `seed + k` and, for k >= 1, packs the documents in a seeded
@@ -277,7 +285,7 @@ def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], t
         "tokens_per_second": round(log[-1]["tokens"] / max(log[-1]["seconds"], 1e-9), 1)}}
     reports = [report]
     for k in range(1, p.seeds):
-        order = make_rng(seed, "reorder", k).permutation(len(docs_ids))
+        order = seed_order(len(docs_ids), n_budget_docs, seed, k)
         info("pretrain", f"{name}: seed {k + 1}/{p.seeds}")
         _, _, r = train_and_eval([docs_ids[i] for i in order], heldout, tok, p, budget, seed + k,
                                  f"{name} seed {k + 1}", ckpt(k))
