@@ -29,7 +29,7 @@ from decision_pipeline.curation.decontaminate import decontaminate, held_out_que
 from decision_pipeline.curation.filters import apply_filters, build_filters
 from decision_pipeline.curation.minhash import MinhashParams, dedup
 from decision_pipeline.curation.selection import (
-    MODES, Selection, calibrate_chars_per_token, estimate_token_counts, random_selection, select,
+    MODES, Selection, calibrate_chars_per_token, check_params, estimate_token_counts, random_selection, select,
 )
 
 SELECTIONS = ("curated", "filtered_random", "random")
@@ -84,6 +84,7 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
     if name not in SELECTIONS:
         raise ValueError(f"selection {name!r} is not one of {SELECTIONS}")
     filters = build_filters(p.filters)  # unknown filter names fail here, before any work
+    check_params(p.registers, p.mode, p.overfill, p.reserve, p.budget_tokens, p.weights)  # and bad rule params
     sample = [pool[i]["text"] for i in make_rng(seed, "calib").permutation(len(pool))[:p.calib_docs]]
     chars_per_token = calibrate_chars_per_token(sample, count_tokens)
     held_out = held_out_questions(items)

@@ -96,6 +96,12 @@ def test_unknown_filter_fails_before_any_work(planted, dev, items):
         curate("curated", planted, dev, items, words, params(filters={"langid": {}}), seed=3, provenance={})
 
 
+def test_bad_weights_fail_before_any_work(planted, dev, items):
+    with pytest.raises(PipelineError, match=r"curate.weights: .* sum to 0.5"):
+        curate("curated", planted, dev, items, words, params(mode="tokens", weights={"news": 0.5}), seed=3,
+               provenance={})
+
+
 MINHASH = MinhashParams(num_perm=64, bands=16, rows=4, ngram=5)
 
 
