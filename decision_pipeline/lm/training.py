@@ -251,7 +251,15 @@ def train_and_eval(docs_ids: Sequence[Sequence[int]], dev: DevSet, tok: PreTrain
         report["registers"][register] = perplexity_report(nll, n, n_bytes)
         total_nll, total_tok, total_bytes = total_nll + nll, total_tok + n, total_bytes + n_bytes
     report.update(perplexity_report(total_nll, total_tok, total_bytes))
+    report["ppl_equal_registers"] = equal_weight_ppl(report["registers"])
     return model, log, report
+
+
+def equal_weight_ppl(registers: Mapping[str, Mapping]) -> float:
+    """exp(mean per-register loss): every register weighs the same (the curation research's headline),
+    where the pooled ppl is token-weighted and dominated by the registers with the most held-out tokens."""
+    losses = [float(r["loss"]) for r in registers.values()]
+    return round(math.exp(sum(losses) / len(losses)), 4) if losses else float("nan")
 
 
 def seed_order(n_docs: int, n_budget_docs: int | None, seed: int, k: int) -> list[int]:
@@ -298,6 +306,8 @@ def seed_spread(reports: Sequence[Mapping]) -> dict:
     """Held-out perplexity and bits per byte over seeds: each run, mean, min, max and half-range."""
     ppls = [r["ppl"] for r in reports]
     bpbs = [r["bpb"] for r in reports]
-    return {"n": len(reports), "ppl": ppls, "ppl_mean": round(float(np.mean(ppls)), 4),
+    eq = [r["ppl_equal_registers"] for r in reports if "ppl_equal_registers" in r]
+    extra = {"ppl_equal_registers": eq, "ppl_equal_registers_mean": round(float(np.mean(eq)), 4)} if eq else {}
+    return {**extra, "n": len(reports), "ppl": ppls, "ppl_mean": round(float(np.mean(ppls)), 4),
             "ppl_min": min(ppls), "ppl_max": max(ppls), "ppl_halfrange": round((max(ppls) - min(ppls)) / 2, 4),
             "bpb": bpbs, "bpb_mean": round(float(np.mean(bpbs)), 6)}

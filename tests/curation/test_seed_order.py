@@ -12,3 +12,12 @@ def test_seed_order_keeps_the_document_set_and_the_tail():
     assert seed_order(10, 7, 5, 1) == seed_order(10, 7, 5, 1)
     assert sorted(seed_order(10, None, 5, 1)) == list(range(10))   # old selections: shuffle everything
     assert seed_order(4, 9, 5, 1)[:4] != [] and sorted(seed_order(4, 9, 5, 1)) == [0, 1, 2, 3]
+
+
+def test_equal_weight_ppl_hand_computed():
+    import math
+
+    from decision_pipeline.lm.training import equal_weight_ppl
+    # losses 1 and 3 nats: equal weight -> exp(2), whatever the token counts (token-weighted would differ)
+    regs = {"news": {"loss": 1.0, "tokens": 900}, "reasoning": {"loss": 3.0, "tokens": 100}}
+    assert equal_weight_ppl(regs) == round(math.exp(2.0), 4)
