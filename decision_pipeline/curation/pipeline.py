@@ -50,7 +50,7 @@ class CurateParams:
     minhash: MinhashParams = rule(doc="near-duplicate removal")
     classifier: ClassifierParams = rule(doc="register classifier")
     calib_docs: int = rule(min=1, doc="pool documents tokenized to calibrate characters per token")
-    weights: dict[str, float] = rule(default_factory=dict, doc="tokens mode: per-register token quotas (sum 1); "
+    weights: dict[str, float] = rule(doc="tokens mode: per-register token quotas (sum 1); "
                                                                "{} = equal")
 
 

@@ -19,7 +19,7 @@ def params(**overrides) -> CurateParams:
                   filters={k: dict(v) for k, v in FILTER_CONFIG.items()},
                   minhash=MinhashParams(num_perm=64, bands=16, rows=4, ngram=5),
                   classifier=ClassifierParams(n_buckets=4096, epochs=2, lr=2.0, l2=1e-5, n_background=40),
-                  calib_docs=50)
+                  calib_docs=50, weights={})
     return CurateParams(**{**values, **overrides})
 
 
