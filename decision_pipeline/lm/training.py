@@ -48,6 +48,9 @@ class PretrainParams:
                                       "resumes; 0 = no checkpoints")
     launch: LaunchParams = rule(doc="training processes (DDP: each takes an equal share of every batch) and the "
                                     "accelerate config that starts them")
+    noise: str = rule(choices=("both", "order", "init"), doc="what seeds >= 1 vary: both (init and order), order "
+                      "(fixed init; document and window order) or init (fixed order) - the same in every arm, so "
+                      "arms pair by seed")
 
     def __post_init__(self) -> None:
         if self.batch_size % self.launch.num_processes:
@@ -240,10 +243,13 @@ def encode_dev(tok: PreTrainedTokenizerBase, rows: Sequence[Mapping]) -> dict[st
 
 def train_and_eval(docs_ids: Sequence[Sequence[int]], dev: DevSet, tok: PreTrainedTokenizerBase,
                    p: PretrainParams, budget: int, seed: int, desc: str,
-                   checkpoint: StepCheckpoint | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
-    """One run: pack to `budget`, train, evaluate every dev register; (model, loss log, held-out report)."""
+                   checkpoint: StepCheckpoint | None = None,
+                   init_seed: int | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
+    """One run: pack to `budget`, train, evaluate every dev register; (model, loss log, held-out report).
+    `seed` orders the windows; `init_seed` (default: `seed`) initialises the model."""
     tokens = pack_tokens(docs_ids, tok.eos_token_id, budget)
-    model = build_tiny_model(p.model, len(tok), tok.pad_token_id, tok.eos_token_id, seed)
+    model = build_tiny_model(p.model, len(tok), tok.pad_token_id, tok.eos_token_id,
+                             seed if init_seed is None else init_seed)
     log = train_on_tokens(model, tokens, p, seed, desc=desc, checkpoint=checkpoint)
     report, total_nll, total_tok, total_bytes = {"registers": {}}, 0.0, 0, 0
     for register, (ids, n_bytes) in sorted(dev.items()):
@@ -293,10 +299,11 @@ def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], t
         "tokens_per_second": round(log[-1]["tokens"] / max(log[-1]["seconds"], 1e-9), 1)}}
     reports = [report]
     for k in range(1, p.seeds):
-        order = seed_order(len(docs_ids), n_budget_docs, seed, k)
-        info("pretrain", f"{name}: seed {k + 1}/{p.seeds}")
-        _, _, r = train_and_eval([docs_ids[i] for i in order], heldout, tok, p, budget, seed + k,
-                                 f"{name} seed {k + 1}", ckpt(k))
+        order = list(range(len(docs_ids))) if p.noise == "init" else seed_order(len(docs_ids), n_budget_docs, seed, k)
+        info("pretrain", f"{name}: seed {k + 1}/{p.seeds} (varies {p.noise})")
+        _, _, r = train_and_eval([docs_ids[i] for i in order], heldout, tok, p, budget,
+                                 seed if p.noise == "init" else seed + k, f"{name} seed {k + 1}", ckpt(k),
+                                 init_seed=seed if p.noise == "order" else seed + k)
         reports.append(r)
     metrics["seeds"] = seed_spread(reports)
     return model, log, metrics
