@@ -14,7 +14,7 @@ filters
     apply_filters(docs, filters) -> Filtered(kept, dropped_by, .counts)   # first failing filter wins
     drop_unsafe(docs, max_score) -> (kept, n_dropped)
 minhash
-    dedup(docs, p: MinhashParams, seed, n_threads=None) -> DedupResult
+    dedup(docs, p: MinhashParams, seed, n_threads=None, priority=None, exact=False) -> DedupResult (best twin kept)
     minhash_signatures(texts, ...) -> uint64[n, num_perm]; shingle_hashes; lsh_groups; cluster
     check_lsh_params(num_perm, bands, rows)
 classifier
