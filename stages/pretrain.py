@@ -66,14 +66,16 @@ def main(argv: list[str] | None = None) -> None:
     tok = load_tokenizer(args.tokenizer)
     texts = {r["id"]: r["text"] for r in read_table(args.pool)}
     selection = f"{args.selection}/selection.json"
-    chosen = selected_texts(texts, read_json(selection)["ids"], selection)
+    sel = read_json(selection)
+    chosen = selected_texts(texts, sel["ids"], selection)
     heldout = read_table(args.heldout)
     # a checkpoint holds the whole state and no rank draws random numbers, so any process count resumes it
     content = {k: v for k, v in asdict(p).items() if k not in ("threads", "save_steps", "launch")}
     fingerprint = run_fingerprint(content, budget, seed, chosen, [r["text"] for r in heldout],
                                   model_fingerprint_of_tokenizer(args.tokenizer), code_fingerprint(training, model_module))
     on_main_then_all(lambda: claim_work_dir(args.work, fingerprint))
-    model, log, metrics = pretrain(args.name, chosen, heldout, tok, p, budget, seed, work_dir=args.work)
+    model, log, metrics = pretrain(args.name, chosen, heldout, tok, p, budget, seed, work_dir=args.work,
+                                   n_budget_docs=sel.get("n_budget_docs"))  # seeds reorder, never swap in the tail
     finish()
     if not is_main():
         return  # only rank 0 writes

@@ -14,7 +14,7 @@ filters
     apply_filters(docs, filters) -> Filtered(kept, dropped_by, .counts)   # first failing filter wins
     drop_unsafe(docs, max_score) -> (kept, n_dropped)
 minhash
-    dedup(docs, p: MinhashParams, seed, n_threads=None) -> DedupResult
+    dedup(docs, p: MinhashParams, seed, n_threads=None, priority=None, exact=False) -> DedupResult (best twin kept)
     minhash_signatures(texts, ...) -> uint64[n, num_perm]; shingle_hashes; lsh_groups; cluster
     check_lsh_params(num_perm, bands, rows)
 classifier
@@ -23,7 +23,7 @@ classifier
     score_docs(model, docs) -> float64[n_docs, n_registers]
     save_model(model, path) / load_model(path)
 selection
-    select(docs, scores, token_counts, budget, registers, mode, overfill, reserve) -> Selection
+    select(docs, scores, token_counts, budget, registers, mode, overfill, reserve, weights, valid, exact_tokens) -> Selection
     random_selection(docs, token_counts, budget, rng, reserve, scores=None, registers=None) -> Selection
     quantize_scores(scores) -> int64; calibrate_chars_per_token(texts, count_tokens_fn) -> float
     estimate_token_counts(texts, chars_per_token) -> int64[n]; register_mix(...)

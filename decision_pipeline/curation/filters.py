@@ -9,12 +9,14 @@ scoring. Each filter is a factory in ``FILTERS`` configured from params, e.g.::
 
 Filters run in config order and the FIRST failing filter wins: ``apply_filters`` records,
 per dropped document, the name of that filter (datatrove style), so drop counts per filter
-sum to the number of dropped documents and depend on the order given in params. Every
+sum to the number of dropped documents and depend on the order given in params (the funnel).
+``counts_all`` charges each dropped document to EVERY filter it fails (order-free). Every
 threshold comes from params (no code default to disagree with params.yaml); only the
 boilerplate pattern list has a built-in default, which params does not set.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -90,6 +92,39 @@ def repeated_lines(max_dup_line_frac: float) -> Check:
     return check
 
 
+def repeated_ngrams(n: int, max_dup_char_frac: float) -> Check:
+    """Drop pages whose repeated word n-grams cover too many characters (Gopher-style repetition).
+
+    A word is *covered* when it lies inside an n-gram occurrence whose n-gram already occurred
+    earlier in the page; the score is covered word characters / all word characters. Catches
+    spam that repeats phrases inside lines, which ``repeated_lines`` cannot see.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise PipelineError(f"filters.repeated_ngrams.n: got {n!r}; must be an integer >= 1")
+    hi = _num("repeated_ngrams", "max_dup_char_frac", max_dup_char_frac, 0.0, 1.0)
+
+    def check(text: str) -> tuple[bool, str]:
+        return (True, "") if dup_ngram_char_frac(text, n) <= hi else (False, "repeated_ngrams")
+
+    return check
+
+
+def dup_ngram_char_frac(text: str, n: int) -> float:
+    """Share of word characters inside repeated (not first) occurrences of word n-grams."""
+    words = text.split()
+    total = sum(len(w) for w in words)
+    if total == 0 or len(words) < n:
+        return 0.0
+    seen: set[tuple[str, ...]] = set()
+    covered = [False] * len(words)
+    for i in range(len(words) - n + 1):
+        g = tuple(words[i:i + n])
+        if g in seen:
+            covered[i:i + n] = [True] * n
+        seen.add(g)
+    return sum(len(w) for w, c in zip(words, covered) if c) / total
+
+
 def boilerplate(max_hits: int, patterns: Sequence[str] = DEFAULT_BOILERPLATE) -> Check:
     """Drop pages matching more than ``max_hits`` distinct boilerplate regexes (case-insensitive)."""
     if isinstance(patterns, str) or not all(isinstance(p, str) for p in patterns):
@@ -114,6 +149,7 @@ FILTERS: dict[str, Callable[..., Check]] = {
     "max_words": max_words,
     "alpha_ratio": alpha_ratio,
     "repeated_lines": repeated_lines,
+    "repeated_ngrams": repeated_ngrams,
     "boilerplate": boilerplate,
 }
 
@@ -143,6 +179,16 @@ class Filtered:
     kept: list[dict]
     dropped_by: dict[str, str]   # document id -> name of the first filter it failed (input order)
     filter_names: tuple[str, ...]
+    failed_all: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)  # id -> every failed filter
+
+    @property
+    def counts_all(self) -> dict[str, int]:
+        """Drops per filter when each document is charged to EVERY filter it fails (order-free)."""
+        counts = dict.fromkeys(self.filter_names, 0)
+        for names in self.failed_all.values():
+            for name in names:
+                counts[name] += 1
+        return counts
 
     @property
     def counts(self) -> dict[str, int]:
@@ -158,20 +204,20 @@ def apply_filters(docs: Sequence[Mapping], filters: Sequence[NamedFilter]) -> Fi
     names = tuple(f.name for f in filters)
     if len(set(names)) != len(names):
         raise PipelineError(f"filters: a filter name occurs twice in {list(names)}; each filter runs once")
-    kept, dropped_by = [], {}
+    kept, dropped_by, failed_all = [], {}, {}
     for doc in docs:
         text = doc.get("text")
         if not isinstance(text, str):
             raise PipelineError(f"filters: document '{doc.get('id')}' has non-string text; fix the pool")
-        for f in filters:
-            if not f.check(text)[0]:
-                if doc["id"] in dropped_by:
-                    raise PipelineError(f"filters: duplicate document id '{doc['id']}'; ids must be unique")
-                dropped_by[doc["id"]] = f.name
-                break
-        else:
+        failed = tuple(f.name for f in filters if not f.check(text)[0])
+        if not failed:
             kept.append(dict(doc))
-    return Filtered(kept, dropped_by, names)
+            continue
+        if doc["id"] in dropped_by:
+            raise PipelineError(f"filters: duplicate document id '{doc['id']}'; ids must be unique")
+        dropped_by[doc["id"]] = failed[0]
+        failed_all[doc["id"]] = failed
+    return Filtered(kept, dropped_by, names, failed_all)
 
 
 def drop_unsafe(docs: Sequence[Mapping], max_score: int) -> tuple[list[dict], int]:

@@ -225,31 +225,60 @@ def cluster(n: int, groups: Sequence[np.ndarray]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class DedupResult:
-    """Kept docs (pool order), removed ids, and ``clusters``: kept id -> removed ids."""
+    """Kept docs (pool order), removed ids (exact + near), and ``clusters``: kept id -> removed ids."""
 
     kept: list[dict]
     removed_ids: list[str]
     dedup_rate: float
     clusters: dict[str, list[str]] = field(default_factory=dict)
+    exact_ids: tuple[str, ...] = ()   # the removed ids that were exact copies (after whitespace folding)
 
     @property
     def n_removed(self) -> int:
         return len(self.removed_ids)
 
 
-def dedup(docs: Sequence[Mapping], p: MinhashParams, seed: int, n_threads: int | None = None) -> DedupResult:
-    """Remove near-duplicates, keeping the first document (pool order) of each cluster."""
+def _fold(text: str) -> str:
+    return " ".join(text.split())
+
+
+def dedup(docs: Sequence[Mapping], p: MinhashParams, seed: int, n_threads: int | None = None,
+          priority: Sequence[float] | None = None, exact: bool = False) -> DedupResult:
+    """Remove duplicates, keeping the best twin of each cluster.
+
+    Documents are visited in ``priority`` order (descending; ties and ``priority=None``: pool
+    order), so the kept twin is the best-scored one - the research's rule (the classifier score
+    decides which copy survives, not the pool position). With ``exact``, exact copies (after
+    whitespace folding) go first, then MinHash/LSH near-duplicates. ``kept`` stays in pool order.
+    """
     num_perm, bands, rows, ngram = p.num_perm, p.bands, p.rows, p.ngram
     check_lsh_params(num_perm, bands, rows)
     if not docs:
         return DedupResult([], [], 0.0)
-    sig = minhash_signatures([d["text"] for d in docs], num_perm, ngram, seed, n_threads)
-    root = cluster(len(docs), lsh_groups(sig, bands, rows))
+    if priority is not None and len(priority) != len(docs):
+        raise PipelineError(f"dedup: {len(priority)} priorities for {len(docs)} documents; score the same docs")
+    order = list(range(len(docs))) if priority is None else \
+        sorted(range(len(docs)), key=lambda i: (-float(priority[i]), i))
+    removed_exact: dict[int, int] = {}
+    if exact:
+        first: dict[str, int] = {}
+        for i in order:
+            k = first.setdefault(_fold(docs[i]["text"]), i)
+            if k != i:
+                removed_exact[i] = k
+    rest = [i for i in order if i not in removed_exact]
+    sig = minhash_signatures([docs[i]["text"] for i in rest], num_perm, ngram, seed, n_threads)
+    root = cluster(len(rest), lsh_groups(sig, bands, rows))  # root = first in visiting order
+    owner = {**removed_exact, **{i: rest[int(r)] for i, r in zip(rest, root) if rest[int(r)] != i}}
     kept, removed, clusters = [], [], {}
     for i, d in enumerate(docs):
-        if root[i] == i:
+        if i not in owner:
             kept.append(dict(d))
-        else:
-            removed.append(d["id"])
-            clusters.setdefault(docs[int(root[i])]["id"], []).append(d["id"])
-    return DedupResult(kept, removed, len(removed) / len(docs), clusters)
+            continue
+        k = owner[i]
+        while k in owner:  # an exact copy's keeper may itself be a near-duplicate of a better twin
+            k = owner[k]
+        removed.append(d["id"])
+        clusters.setdefault(docs[k]["id"], []).append(d["id"])
+    exact_ids = tuple(docs[i]["id"] for i in sorted(removed_exact))
+    return DedupResult(kept, removed, len(removed) / len(docs), clusters, exact_ids)

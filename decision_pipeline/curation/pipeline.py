@@ -10,7 +10,7 @@ at the same budget (curated − filtered_random is what the classifier adds).
 random: a seeded uniform draw from the decontaminated pool at the same budget
 (filtered_random − random is what hygiene and dedup add). Every pool document gets a drop reason:
 '' (candidate), 'contaminated', the name of the hygiene filter that dropped it
-(datatrove style), or 'near_duplicate'.
+(datatrove style), 'exact_duplicate' or 'near_duplicate' (best-scored twin kept).
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from decision_pipeline.common.hashing import make_rng, sha256_int
@@ -28,7 +29,7 @@ from decision_pipeline.curation.decontaminate import decontaminate, held_out_que
 from decision_pipeline.curation.filters import apply_filters, build_filters
 from decision_pipeline.curation.minhash import MinhashParams, dedup
 from decision_pipeline.curation.selection import (
-    MODES, Selection, calibrate_chars_per_token, estimate_token_counts, random_selection, select,
+    MODES, Selection, calibrate_chars_per_token, check_params, estimate_token_counts, random_selection, select,
 )
 
 SELECTIONS = ("curated", "filtered_random", "random")
@@ -40,13 +41,17 @@ class CurateParams:
     """Budget, selection rule, hygiene filters, dedup and classifier of the `curate` stage."""
     budget_tokens: int = rule(min=1, doc="tokens the selection must fill (pretraining trains on exactly this many)")
     mode: str = rule(choices=MODES, doc="selection rule over register scores (see curation.selection)")
-    overfill: float = rule(min=0.0, max=1.0, doc="share of the budget filled by score before the register mix")
-    reserve: float = rule(min=0.0, doc="extra tail of ranked documents beyond the budget, as a share of it")
+    overfill: float = rule(gt=0.0, doc="list depth: each register's list holds budget x overfill / n_registers "
+                                       "estimated tokens (tokens mode: weight x budget x overfill); research 1.0-4.5")
+    reserve: float = rule(min=0.0, doc="reserve tail never trained on, in budgets (research 2.5; the default CPU "
+                                       "pool holds ~1.6 budgets of candidates, so 0.5)")
     registers: list[str] = rule(doc="target registers the classifier scores (dev registers)")
     filters: dict[str, Any] = rule(doc="hygiene filters {name: {param: value}} in run order; first failing one drops")
     minhash: MinhashParams = rule(doc="near-duplicate removal")
     classifier: ClassifierParams = rule(doc="register classifier")
     calib_docs: int = rule(min=1, doc="pool documents tokenized to calibrate characters per token")
+    weights: dict[str, float] = rule(doc="tokens mode: per-register token quotas (sum 1); "
+                                                               "{} = equal")
 
 
 @dataclass
@@ -79,25 +84,37 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
     if name not in SELECTIONS:
         raise ValueError(f"selection {name!r} is not one of {SELECTIONS}")
     filters = build_filters(p.filters)  # unknown filter names fail here, before any work
+    check_params(p.registers, p.mode, p.overfill, p.reserve, p.budget_tokens, p.weights)  # and bad rule params
     sample = [pool[i]["text"] for i in make_rng(seed, "calib").permutation(len(pool))[:p.calib_docs]]
     chars_per_token = calibrate_chars_per_token(sample, count_tokens)
     held_out = held_out_questions(items)
     clean = decontaminate(pool, held_out)
     filtered = apply_filters(clean.kept, filters)
-    deduped = dedup(filtered.kept, p.minhash, seed=seed)
     clf = train_classifier(dev, clean.kept, p.registers, p.classifier, seed=seed)
+    # the research's dedup: exact copies, then near-duplicates, visited in score order so the
+    # best-scored twin survives (score = the doc's best register probability)
+    deduped = dedup(filtered.kept, p.minhash, seed=seed, priority=score_docs(clf, filtered.kept).max(axis=1),
+                    exact=True)
     candidates = clean.kept if name == "random" else deduped.kept
     scores = score_docs(clf, candidates)
-    tokens = estimate_token_counts([d["text"] for d in candidates], chars_per_token)
+    texts = [d["text"] for d in candidates]
+    tokens = estimate_token_counts(texts, chars_per_token)  # orders and sizes the lists only
+    exact = np.array([int(count_tokens(t)) for t in texts], dtype=np.int64)  # the budget is counted exactly
     if name == "curated":
-        selection = select(candidates, scores, tokens, p.budget_tokens, p.registers, p.mode, p.overfill, p.reserve)
+        selection = select(candidates, scores, tokens, p.budget_tokens, p.registers, p.mode, p.overfill, p.reserve,
+                           weights=p.weights, exact_tokens=exact)
     else:
-        selection = random_selection(candidates, tokens, p.budget_tokens, make_rng(seed, "random_selection"),
+        selection = random_selection(candidates, exact, p.budget_tokens, make_rng(seed, "random_selection"),
                                      p.reserve, scores=scores, registers=p.registers)
+    chosen = slice(0, selection.n_budget_docs)
+    pos = {d["id"]: k for k, d in enumerate(candidates)}
+    chosen_idx = [pos[i] for i in selection.ids[chosen]]
+    sel_chars = sum(len(texts[k]) for k in chosen_idx)
 
     reasons = {d["id"]: "" for d in deduped.kept}
     reasons.update(filtered.dropped_by)
     reasons.update({i: "near_duplicate" for i in deduped.removed_ids})
+    reasons.update({i: "exact_duplicate" for i in deduped.exact_ids})
     reasons.update({i: "contaminated" for i in clean.removed})
     score_by_id = {d["id"]: s for d, s in zip(candidates, scores)}
     rows = [{"id": d["id"], "drop_reason": reasons[d["id"]],
@@ -111,13 +128,22 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
     metrics = {"pool_docs": len(pool),
                "decontamination": {"held_out_questions": len(held_out), "removed_docs": len(clean.removed),
                                    "questions_found": clean.questions_found},
-               "after_filters": len(filtered.kept), "drops": filtered.counts,
-               "dedup": {"removed": deduped.n_removed, "rate": round(deduped.dedup_rate, 6)},
+               "after_filters": len(filtered.kept), "drops": filtered.counts, "drops_all": filtered.counts_all,
+               "dedup": {"removed": deduped.n_removed, "exact": len(deduped.exact_ids),
+                         "near": deduped.n_removed - len(deduped.exact_ids), "rate": round(deduped.dedup_rate, 6),
+                         "kept_twin": "best_scored"},
                "classifier": {"heldout_accuracy": round(clf.report["heldout_accuracy"], 6),
                               "chance": round(clf.report["chance"], 6),
                               "register_accuracy": round(clf.report.get("register_accuracy") or 0.0, 6)},
                "chars_per_token": round(chars_per_token, 4), "selected_docs": selection.n_budget_docs,
-               "selected_tokens_est": int(st.get("n_tokens", 0)),
-               "reserve_tail_docs": len(selection.ids) - selection.n_budget_docs,
-               "register_mix": st.get("per_register", {})}
+               "selected_tokens": int(st["n_tokens"]),
+               "selected_tokens_est": int(tokens[chosen_idx].sum()),
+               "selected_chars_per_token": round(sel_chars / max(int(st["n_tokens"]), 1), 4),
+               "reserve_tail_docs": st["tail_docs"], "reserve_tail_tokens": st["tail_tokens"],
+               "reserve_tail_short": st["tail_short"], "fallback_docs": st["fallback_docs"],
+               "rule": {k: st.get(k) for k in ("mode", "overfill", "reserve", "weights")},
+               # the realised mix by the list that picked each document (random: by argmax)
+               "register_mix": st.get("by_list") or st.get("argmax_mix", {}),
+               "register_mix_by": "list" if "by_list" in st else "argmax",
+               "argmax_mix": st.get("argmax_mix", {})}
     return Curation(selection, rows, clf, provenance, metrics)

@@ -1,32 +1,36 @@
-"""Select scored documents into a fixed token budget, deterministically.
+"""Select scored documents into a fixed token budget: the curation research's fill rules.
 
-Ranking: scores are quantised to integers (``quantize_scores``, 1e-6 steps) so float
-noise cannot reorder documents; every ranking is a stable sort on (score descending,
-doc id ascending). A document's *home register* is its argmax register; ties go to the
-register listed first, so registers claim documents in a fixed order and each document
-is offered to exactly one register.
+Every mode is a pure function of (scores, valid mask, estimated tokens, exact tokens, params)
+and returns one *sequence* of document indices; the trainer takes ``ids[:n_budget_docs]``
+and the rest is the reserve tail it never reaches.
 
-Modes (the primary selection):
+Ranking: scores are quantised to integers (``quantize_scores``, 1e-6 steps) so float noise
+cannot reorder documents; a ranking is a stable sort on (score descending, doc id ascending)
+over the eligible (``valid``) documents only.
 
-* ``docs``: equal document COUNT per register. Registers take turns in their fixed
-  order, each taking its best remaining home document, so the ids come out round-robin
-  and counts differ by at most one.
-* ``tokens``: equal token share. The register with the fewest tokens so far (ties: the
-  earlier register) takes its next home document.
-* ``pooled``: one ranking of all documents by their max register score.
+Lists and ownership: register r (in ``registers`` order) walks its FULL ranking of all eligible
+documents by its own score r, skips documents an earlier register already owns (first-come
+ownership in register order), and takes documents until their ESTIMATED tokens reach its depth.
 
-``overfill`` in (0, 1] is the fraction of each register's ranked home list that may be
-used (for ``pooled``: of the single ranking); 1.0 = every document whose argmax is that
-register. The primary selection stops the moment the budget is met, or when a register
-(``pooled``: the ranking) runs out: docs/tokens modes stop there to keep the mix exact.
+Modes:
 
-Reserve: the unselected documents ranked by max register score (then id) are the
-*reserve*. If the primary selection falls short, reserve documents fill the budget
-("reserve used"). Then a *tail* of further reserve documents worth ``reserve * budget``
-tokens is appended, so a packer whose real token counts come out lower than these
-estimates still never underfills. ``Selection.ids[:n_budget_docs]`` meets the budget
-exactly: their token sum is >= budget and drops below it without the last one; the packer
-cuts that last document. Budget larger than the pool's tokens -> ``PipelineError``.
+* ``docs`` (default, the research's winner): depth = budget x overfill / n_registers estimated
+  tokens per register. The lists are interleaved round-robin in register order (one document
+  per register per round: equal document counts); an exhausted list drops out and the
+  round-robin continues over the remaining lists to their ends.
+* ``tokens``: register r's quota is weights[r] x budget tokens, its depth quota x overfill.
+  The next document comes from the register with the smallest share of its quota filled so
+  far (ties: earlier register); exhausted lists drop out, the others continue.
+* ``pooled``: one ranking by the SUM of register probabilities (not the max), depth
+  budget x overfill, taken in rank order.
+
+Reserve: after the lists, each register continues down its full ranking (skipping documents
+already in the sequence), interleaved by the same schedule (pooled: the ranking continues).
+Reserve documents the budget needs are *fallback* (counted; 0 in a healthy run); the next
+reserve x budget tokens are the tail. The budget cut uses the EXACT token counts (the real
+tokenizer) - estimates only set list depths: ``ids[:n_budget_docs]`` has >= budget exact
+tokens and drops below it without its last document. A pool whose eligible documents cannot
+fill the budget even with the reserve -> ``PipelineError``; a short tail is flagged.
 """
 from __future__ import annotations
 
@@ -45,7 +49,7 @@ SCALE = 1_000_000
 
 @dataclass(frozen=True)
 class Selection:
-    """Ordered ids (primary, reserve fill, tail); ``ids[:n_budget_docs]`` meets the budget."""
+    """Ordered ids (budget part, then the reserve tail); ``ids[:n_budget_docs]`` meets the budget."""
 
     ids: list[str]
     n_budget_docs: int
@@ -93,112 +97,168 @@ def rank(q: np.ndarray, id_rank: np.ndarray, idx: np.ndarray | None = None) -> n
     return idx[np.lexsort((id_rank[idx], -q[idx]))]
 
 
-def _check(ids: list[str], tokens: np.ndarray, budget: int, reserve: float) -> np.ndarray:
-    t = np.asarray(tokens)
-    if t.shape != (len(ids),) or t.dtype.kind not in "iu" or (t < 0).any():
-        raise PipelineError(f"selection: token_counts must be {len(ids)} non-negative integers (one per doc)")
-    if len(set(ids)) != len(ids):
-        raise PipelineError("selection: duplicate doc ids; dedupe/validate the pool first")
+def _tokens(t: np.ndarray | None, n: int, what: str) -> np.ndarray:
+    a = np.asarray(t)
+    if a.shape != (n,) or a.dtype.kind not in "iu" or (a < 0).any():
+        raise PipelineError(f"selection: {what} must be {n} non-negative integers (one per doc)")
+    return a.astype(np.int64)
+
+
+def check_params(registers: Sequence[str], mode: str, overfill: float, reserve: float, budget: int,
+                 weights: Mapping[str, float] | None) -> dict[str, float]:
+    """Validate the rule's parameters; return the per-register weights (equal when none given)."""
+    if not registers or len(set(registers)) != len(registers):
+        raise PipelineError(f"curate.registers: got {list(registers)}; need a non-empty list of unique names")
+    if mode not in MODES:
+        raise PipelineError(f"curate.mode: unknown mode '{mode}'; use one of {', '.join(MODES)}")
+    if isinstance(overfill, bool) or not isinstance(overfill, (int, float)) or not overfill > 0:
+        raise PipelineError(f"curate.overfill: got {overfill!r}; must be > 0 (the research used 1.0-4.5)")
+    if isinstance(reserve, bool) or not isinstance(reserve, (int, float)) or not reserve >= 0:
+        raise PipelineError(f"curate.reserve: got {reserve!r}; must be >= 0 (a multiple of the budget)")
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget <= 0:
-        raise PipelineError(f"selection.budget_tokens: got {budget!r}; must be a positive integer")
-    if not 0 <= reserve <= 10:
-        raise PipelineError(f"selection.reserve: got {reserve!r}; must be a fraction of the budget in [0, 10]")
-    available = int(t.sum())
-    if available < budget:
-        raise PipelineError(f"selection: budget {budget} tokens exceeds the {available} tokens available in the "
-                            f"filtered pool ({len(ids)} docs); lower selection.budget_tokens or enlarge the pool")
-    return t.astype(np.int64)
+        raise PipelineError(f"curate.budget_tokens: got {budget!r}; must be a positive integer")
+    if not weights:
+        return {r: 1.0 / len(registers) for r in registers}
+    unknown = sorted(set(weights) - set(registers))
+    if unknown:
+        raise PipelineError(f"curate.weights: unknown register(s) {unknown}; use names from {list(registers)}")
+    if any(not w >= 0 for w in weights.values()) or abs(sum(weights.values()) - 1.0) > 1e-6:
+        raise PipelineError(f"curate.weights: {dict(weights)} sum to {sum(weights.values()):.6g}; "
+                            "need non-negative weights summing to 1")
+    return {r: float(weights.get(r, 0.0)) for r in registers}
 
 
-def _finish(primary: list[int], tokens: np.ndarray, budget: int, reserve: float,
-            reserve_rank: np.ndarray, stats: dict) -> tuple[list[int], int, dict]:
-    """Append reserve fill (if the primary fell short) and the tail; record the counts."""
-    primary_tokens = int(tokens[primary].sum()) if primary else 0
-    chosen = set(primary)
-    rest = [int(i) for i in reserve_rank if int(i) not in chosen]
-    out, total, k = list(primary), primary_tokens, 0
-    while total < budget:  # _check guarantees the pool can fill the budget
-        out.append(rest[k])
-        total += int(tokens[rest[k]])
-        k += 1
-    n_budget = len(out)
-    tail_tokens = 0
-    while tail_tokens < reserve * budget and k < len(rest):
-        out.append(rest[k])
-        tail_tokens += int(tokens[rest[k]])
-        k += 1
-    stats.update(
-        n_docs=n_budget, n_tokens=total, n_primary_docs=len(primary), primary_tokens=primary_tokens,
-        reserve_used_docs=n_budget - len(primary), reserve_used_tokens=total - primary_tokens,
-        tail_docs=len(out) - n_budget, tail_tokens=tail_tokens, tail_short=bool(tail_tokens < reserve * budget),
-    )
-    return out, n_budget, stats
+def own_lists(rankings: Sequence[np.ndarray], est: np.ndarray, depths: Sequence[float],
+              n: int) -> tuple[list[list[int]], np.ndarray]:
+    """First-come lists: register r walks its ranking, skips owned docs, stops at ``depths[r]`` est tokens."""
+    owned = np.zeros(n, dtype=bool)
+    lists: list[list[int]] = []
+    for ranking, depth in zip(rankings, depths):
+        lst, got = [], 0
+        for i in ranking:
+            if got >= depth:
+                break
+            if not owned[i]:
+                owned[i] = True
+                lst.append(int(i))
+                got += int(est[i])
+        lists.append(lst)
+    return lists, owned
 
 
-def register_mix(idx: Sequence[int], home: np.ndarray, registers: Sequence[str], tokens: np.ndarray) -> dict:
-    """Docs and tokens per home register for the given doc indices."""
-    idx = np.asarray(idx, dtype=np.int64)
-    return {r: {"docs": int((home[idx] == i).sum()), "tokens": int(tokens[idx][home[idx] == i].sum())}
-            for i, r in enumerate(registers)}
+def _schedule(queues: list[list[int]], mode: str, quotas: Sequence[float], exact: np.ndarray,
+              taken: set[int], load: list[float], skip_taken: bool):
+    """Yield (doc, register, n_queues_still_open) in the mode's order until every queue is empty."""
+    pos = [0] * len(queues)
+    turn = 0
+    while True:
+        if skip_taken:
+            for r, q in enumerate(queues):
+                while pos[r] < len(q) and q[pos[r]] in taken:
+                    pos[r] += 1
+        open_ = [r for r in range(len(queues)) if pos[r] < len(queues[r]) and quotas[r] > 0]
+        if not open_:
+            return
+        if mode == "tokens":
+            r = min(open_, key=lambda j: (load[j] / quotas[j], j))
+        else:  # round-robin in register order, exhausted lists skipped
+            r = min(open_, key=lambda j: ((j - turn) % len(queues), j))
+            turn = (r + 1) % len(queues)
+        i = queues[r][pos[r]]
+        pos[r] += 1
+        taken.add(i)
+        load[r] += int(exact[i])
+        yield i, r, len(open_)
+
+
+def build_sequence(q: np.ndarray, valid: np.ndarray, est: np.ndarray, exact: np.ndarray, id_rank: np.ndarray,
+                   budget: int, mode: str, overfill: float, w: Sequence[float]) -> tuple[list[tuple[int, int, str]], list]:
+    """The whole ordered sequence of (doc, picking list, phase own|continuation|reserve) and the lists."""
+    n = len(valid)
+    elig = np.flatnonzero(valid)
+    if mode == "pooled":
+        rankings = [rank(q.sum(axis=1), id_rank, elig)]
+        depths, quotas = [budget * overfill], [1.0]
+    else:
+        rankings = [rank(q[:, r], id_rank, elig) for r in range(q.shape[1])]
+        quotas = [1.0] * q.shape[1] if mode == "docs" else [wr * budget for wr in w]
+        depths = [budget * overfill / q.shape[1]] * q.shape[1] if mode == "docs" else \
+            [wr * budget * overfill for wr in w]
+    lists, _ = own_lists(rankings, est, depths, n)
+    taken: set[int] = set()
+    load = [0.0] * len(lists)
+    n_open = sum(1 for lst, qq in zip(lists, quotas) if lst and qq > 0)
+    seq = [(i, r, "own" if k == n_open else "continuation")
+           for i, r, k in _schedule(lists, mode, quotas, exact, taken, load, skip_taken=False)]
+    reserve_quotas = [max(qq, 1e-9) for qq in quotas]  # zero-weight registers may still hold the reserve
+    seq += [(i, r, "reserve") for i, r, _ in
+            _schedule([list(map(int, rk)) for rk in rankings], mode, reserve_quotas, exact, taken, load, True)]
+    return seq, lists
 
 
 def select(docs: Sequence[Mapping] | Sequence[str], scores: np.ndarray, token_counts: np.ndarray, budget: int,
-           registers: Sequence[str], mode: str, overfill: float, reserve: float) -> Selection:
-    """Primary selection by ``mode`` + reserve fill + tail; see the module docstring for the rules."""
+           registers: Sequence[str], mode: str = "docs", overfill: float = 1.0, reserve: float = 0.5,
+           weights: Mapping[str, float] | None = None, valid: np.ndarray | None = None,
+           exact_tokens: np.ndarray | None = None) -> Selection:
+    """The research's fill rule by ``mode`` (module docstring); ``token_counts`` are the estimates."""
     ids = _ids(docs)
     registers = list(registers)
-    tokens = _check(ids, token_counts, budget, reserve)
-    if not registers or len(set(registers)) != len(registers):
-        raise PipelineError(f"selection.registers: got {registers}; need a non-empty list of unique names")
-    if mode not in MODES:
-        raise PipelineError(f"selection.mode: unknown mode '{mode}'; use one of {', '.join(MODES)}")
-    if isinstance(overfill, bool) or not isinstance(overfill, (int, float)) or not 0 < overfill <= 1:
-        raise PipelineError(f"selection.overfill: got {overfill!r}; must be in (0, 1] (1.0 = whole ranked list)")
+    w = check_params(registers, mode, overfill, reserve, budget, weights)
+    if len(set(ids)) != len(ids):
+        raise PipelineError("selection: duplicate doc ids; dedupe/validate the pool first")
+    est = _tokens(token_counts, len(ids), "token_counts")
+    exact = est if exact_tokens is None else _tokens(exact_tokens, len(ids), "exact_tokens")
+    valid = np.ones(len(ids), dtype=bool) if valid is None else np.asarray(valid, dtype=bool)
     q = quantize_scores(scores)
-    if q.shape != (len(ids), len(registers)):
-        raise PipelineError(f"selection: scores have shape {q.shape}, expected ({len(ids)}, {len(registers)}) "
-                            "= (docs, registers); score the same filtered pool")
+    if q.shape != (len(ids), len(registers)) or valid.shape != (len(ids),):
+        raise PipelineError(f"selection: scores have shape {q.shape}, valid {valid.shape}; expected "
+                            f"({len(ids)}, {len(registers)}) and ({len(ids)},); score the same filtered pool")
+    available = int(exact[valid].sum())
+    if available < budget:
+        raise PipelineError(f"curate.budget_tokens: {budget} exceeds the {available} tokens of the "
+                            f"{int(valid.sum())} eligible documents even with the reserve; lower "
+                            "curate.budget_tokens or enlarge the pool")
     id_rank = np.empty(len(ids), dtype=np.int64)
     id_rank[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
-    home = q.argmax(axis=1)  # first max wins: registers claim in their listed order
-    best = q.max(axis=1)
-    pooled = rank(best, id_rank)
-    stats: dict = {"mode": mode, "budget_tokens": int(budget), "overfill": float(overfill),
-                   "reserve": float(reserve), "exhausted": None}
-    primary: list[int] = []
-    total = 0
-    if mode == "pooled":
-        cand = pooled[:math.ceil(overfill * len(pooled))]
-        stats["candidates"] = len(cand)
-        for i in cand:
-            if total >= budget:
-                break
-            primary.append(int(i))
-            total += int(tokens[i])
-        if total < budget:
-            stats["exhausted"] = "pooled"
-    else:
-        lists = []
-        for r in range(len(registers)):
-            own = rank(q[:, r], id_rank, np.flatnonzero(home == r))
-            lists.append(own[:math.ceil(overfill * len(own))].tolist())
-        stats["candidates"] = {reg: len(lst) for reg, lst in zip(registers, lists)}
-        pos = [0] * len(registers)
-        load = [0] * len(registers)  # docs or tokens taken per register
-        while total < budget:
-            r = min(range(len(registers)), key=lambda j: (load[j], j))
-            if pos[r] >= len(lists[r]):
-                stats["exhausted"] = registers[r]
-                break
-            i = lists[r][pos[r]]
-            pos[r] += 1
-            primary.append(i)
-            total += int(tokens[i])
-            load[r] += 1 if mode == "docs" else int(tokens[i])
-    order, n_budget, stats = _finish(primary, tokens, budget, reserve, pooled, stats)
-    stats["per_register"] = register_mix(order[:n_budget], home, registers, tokens)
-    stats["primary_per_register"] = register_mix(primary, home, registers, tokens)
-    return Selection([ids[i] for i in order], n_budget, stats)
+    seq, lists = build_sequence(q, valid, est, exact, id_rank, budget, mode, overfill, [w[r] for r in registers])
+    cum = np.cumsum([exact[i] for i, _, _ in seq])
+    n_budget = int(np.searchsorted(cum, budget) + 1)
+    tail_end = int(np.searchsorted(cum, cum[n_budget - 1] + reserve * budget) + 1)
+    tail_end = min(tail_end, len(seq)) if reserve > 0 else n_budget
+    stats = _stats(seq, lists, n_budget, tail_end, est, exact, q, registers, mode, budget, overfill, reserve, w)
+    return Selection([ids[i] for i, _, _ in seq[:tail_end]], n_budget, stats)
+
+
+def _stats(seq, lists, n_budget, tail_end, est, exact, q, registers, mode, budget, overfill, reserve, w) -> dict:
+    """What the rule did, per picking list: the numbers the metrics show."""
+    names = ["pooled"] if mode == "pooled" else registers
+    chosen = seq[:n_budget]
+    per = {}
+    for r, name in enumerate(names):
+        mine = [(i, ph) for i, rr, ph in chosen if rr == r]
+        per[name] = {"docs": len(mine), "tokens": int(sum(exact[i] for i, _ in mine)),
+                     "own_docs": sum(ph == "own" for _, ph in mine),
+                     "continuation_docs": sum(ph == "continuation" for _, ph in mine),
+                     "reserve_used_docs": sum(ph == "reserve" for _, ph in mine),
+                     "list_docs": len(lists[r]), "list_tokens_est": int(sum(est[i] for i in lists[r])),
+                     "exhausted": sum(ph != "reserve" for _, ph in mine) == len(lists[r])}
+    tail = seq[n_budget:tail_end]
+    tail_tokens = int(sum(exact[i] for i, _, _ in tail))
+    idx = np.array([i for i, _, _ in chosen], dtype=np.int64)
+    home = q.argmax(axis=1)
+    return {"mode": mode, "budget_tokens": int(budget), "overfill": float(overfill), "reserve": float(reserve),
+            "weights": {r: round(w[r], 6) for r in registers} if mode == "tokens" else None,
+            "n_docs": n_budget, "n_tokens": int(exact[idx].sum()), "n_tokens_est": int(est[idx].sum()),
+            "fallback_docs": sum(ph == "reserve" for _, _, ph in chosen),
+            "tail_docs": len(tail), "tail_tokens": tail_tokens, "tail_short": bool(tail_tokens < reserve * budget),
+            "by_list": per, "argmax_mix": register_mix(idx, home, registers, exact)}
+
+
+def register_mix(idx: Sequence[int], home: np.ndarray, registers: Sequence[str], tokens: np.ndarray) -> dict:
+    """Docs and tokens per home (argmax) register for the given doc indices."""
+    idx = np.asarray(idx, dtype=np.int64)
+    return {r: {"docs": int((home[idx] == i).sum()), "tokens": int(tokens[idx][home[idx] == i].sum())}
+            for i, r in enumerate(registers)}
 
 
 def random_selection(docs: Sequence[Mapping] | Sequence[str], token_counts: np.ndarray, budget: int,
@@ -206,16 +266,27 @@ def random_selection(docs: Sequence[Mapping] | Sequence[str], token_counts: np.n
                      registers: Sequence[str] | None = None) -> Selection:
     """Uniform random baseline at the same budget: a seeded permutation, taken until the budget is met.
 
+    ``token_counts`` should be exact (the real tokenizer), like the curated budget cut.
     Pass ``scores``/``registers`` to get the realised register mix (by argmax) in the stats.
     """
     ids = _ids(docs)
-    tokens = _check(ids, token_counts, budget, reserve)
+    tokens = _tokens(token_counts, len(ids), "token_counts")
+    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget <= 0:
+        raise PipelineError(f"curate.budget_tokens: got {budget!r}; must be a positive integer")
+    if int(tokens.sum()) < budget:
+        raise PipelineError(f"curate.budget_tokens: {budget} exceeds the {int(tokens.sum())} tokens of the "
+                            f"{len(ids)} documents; lower curate.budget_tokens or enlarge the pool")
     perm = rng.permutation(len(ids))
-    stats: dict = {"mode": "random", "budget_tokens": int(budget), "reserve": float(reserve)}
-    order, n_budget, stats = _finish([], tokens, budget, reserve, perm, stats)
-    stats.update(n_primary_docs=n_budget, primary_tokens=stats["n_tokens"], reserve_used_docs=0,
-                 reserve_used_tokens=0)
+    cum = np.cumsum(tokens[perm])
+    n_budget = int(np.searchsorted(cum, budget) + 1)
+    tail_end = min(int(np.searchsorted(cum, cum[n_budget - 1] + reserve * budget) + 1), len(perm)) \
+        if reserve > 0 else n_budget
+    chosen = perm[:n_budget]
+    tail_tokens = int(tokens[perm[n_budget:tail_end]].sum())
+    stats: dict = {"mode": "random", "budget_tokens": int(budget), "reserve": float(reserve),
+                   "n_docs": n_budget, "n_tokens": int(tokens[chosen].sum()), "fallback_docs": 0,
+                   "tail_docs": tail_end - n_budget, "tail_tokens": tail_tokens,
+                   "tail_short": bool(tail_tokens < reserve * budget)}
     if scores is not None and registers is not None:
-        q = quantize_scores(scores)
-        stats["per_register"] = register_mix(order[:n_budget], q.argmax(axis=1), list(registers), tokens)
-    return Selection([ids[i] for i in order], n_budget, stats)
+        stats["argmax_mix"] = register_mix(chosen, quantize_scores(scores).argmax(axis=1), list(registers), tokens)
+    return Selection([ids[i] for i in perm[:tail_end]], n_budget, stats)

@@ -48,6 +48,9 @@ class PretrainParams:
                                       "resumes; 0 = no checkpoints")
     launch: LaunchParams = rule(doc="training processes (DDP: each takes an equal share of every batch) and the "
                                     "accelerate config that starts them")
+    noise: str = rule(choices=("both", "order", "init"), doc="what seeds >= 1 vary: both (init and order), order "
+                      "(fixed init; document and window order) or init (fixed order) - the same in every arm, so "
+                      "arms pair by seed")
 
     def __post_init__(self) -> None:
         if self.batch_size % self.launch.num_processes:
@@ -246,10 +249,13 @@ def encode_dev(tok: PreTrainedTokenizerBase, rows: Sequence[Mapping]) -> dict[st
 
 def train_and_eval(docs_ids: Sequence[Sequence[int]], dev: DevSet, tok: PreTrainedTokenizerBase,
                    p: PretrainParams, budget: int, seed: int, desc: str,
-                   checkpoint: StepCheckpoint | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
-    """One run: pack to `budget`, train, evaluate every dev register; (model, loss log, held-out report)."""
+                   checkpoint: StepCheckpoint | None = None,
+                   init_seed: int | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
+    """One run: pack to `budget`, train, evaluate every dev register; (model, loss log, held-out report).
+    `seed` orders the windows; `init_seed` (default: `seed`) initialises the model."""
     tokens = pack_tokens(docs_ids, tok.eos_token_id, budget)
-    model = build_tiny_model(p.model, len(tok), tok.pad_token_id, tok.eos_token_id, seed)
+    model = build_tiny_model(p.model, len(tok), tok.pad_token_id, tok.eos_token_id,
+                             seed if init_seed is None else init_seed)
     log = train_on_tokens(model, tokens, p, seed, desc=desc, checkpoint=checkpoint)
     report, total_nll, total_tok, total_bytes = {"registers": {}}, 0.0, 0, 0
     for register, (ids, n_bytes) in sorted(dev.items()):
@@ -257,12 +263,28 @@ def train_and_eval(docs_ids: Sequence[Sequence[int]], dev: DevSet, tok: PreTrain
         report["registers"][register] = perplexity_report(nll, n, n_bytes)
         total_nll, total_tok, total_bytes = total_nll + nll, total_tok + n, total_bytes + n_bytes
     report.update(perplexity_report(total_nll, total_tok, total_bytes))
+    report["ppl_equal_registers"] = equal_weight_ppl(report["registers"])
     return model, log, report
+
+
+def equal_weight_ppl(registers: Mapping[str, Mapping]) -> float:
+    """exp(mean per-register loss): every register weighs the same (the curation research's headline),
+    where the pooled ppl is token-weighted and dominated by the registers with the most held-out tokens."""
+    losses = [float(r["loss"]) for r in registers.values()]
+    return round(math.exp(sum(losses) / len(losses)), 4) if losses else float("nan")
+
+
+def seed_order(n_docs: int, n_budget_docs: int | None, seed: int, k: int) -> list[int]:
+    """Seed k's document order: a seeded shuffle of the budget part only, the reserve tail after it
+    in selection order, so every seed trains on the SAME documents (None: shuffle all, as before)."""
+    nb = n_docs if n_budget_docs is None else min(int(n_budget_docs), n_docs)
+    return [*make_rng(seed, "reorder", k).permutation(nb).tolist(), *range(nb, n_docs)]
 
 
 def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], tok: PreTrainedTokenizerBase,
              p: PretrainParams, budget: int, seed: int,
-             work_dir: str | Path | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
+             work_dir: str | Path | None = None,
+             n_budget_docs: int | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
     """Train on selection `name` over `p.seeds` seeds; (seed-0 model, its loss log, metrics).
 
     Seed k initialises with `seed + k` and, for k >= 1, packs the documents in a seeded
@@ -283,10 +305,11 @@ def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], t
         "tokens_per_second": round(log[-1]["tokens"] / max(log[-1]["seconds"], 1e-9), 1)}}
     reports = [report]
     for k in range(1, p.seeds):
-        order = make_rng(seed, "reorder", k).permutation(len(docs_ids))
-        info("pretrain", f"{name}: seed {k + 1}/{p.seeds}")
-        _, _, r = train_and_eval([docs_ids[i] for i in order], heldout, tok, p, budget, seed + k,
-                                 f"{name} seed {k + 1}", ckpt(k))
+        order = list(range(len(docs_ids))) if p.noise == "init" else seed_order(len(docs_ids), n_budget_docs, seed, k)
+        info("pretrain", f"{name}: seed {k + 1}/{p.seeds} (varies {p.noise})")
+        _, _, r = train_and_eval([docs_ids[i] for i in order], heldout, tok, p, budget,
+                                 seed if p.noise == "init" else seed + k, f"{name} seed {k + 1}", ckpt(k),
+                                 init_seed=seed if p.noise == "order" else seed + k)
         reports.append(r)
     metrics["seeds"] = seed_spread(reports)
     return model, log, metrics
@@ -296,6 +319,8 @@ def seed_spread(reports: Sequence[Mapping]) -> dict:
     """Held-out perplexity and bits per byte over seeds: each run, mean, min, max and half-range."""
     ppls = [r["ppl"] for r in reports]
     bpbs = [r["bpb"] for r in reports]
-    return {"n": len(reports), "ppl": ppls, "ppl_mean": round(float(np.mean(ppls)), 4),
+    eq = [r["ppl_equal_registers"] for r in reports if "ppl_equal_registers" in r]
+    extra = {"ppl_equal_registers": eq, "ppl_equal_registers_mean": round(float(np.mean(eq)), 4)} if eq else {}
+    return {**extra, "n": len(reports), "ppl": ppls, "ppl_mean": round(float(np.mean(ppls)), 4),
             "ppl_min": min(ppls), "ppl_max": max(ppls), "ppl_halfrange": round((max(ppls) - min(ppls)) / 2, 4),
             "bpb": bpbs, "bpb_mean": round(float(np.mean(bpbs)), 6)}

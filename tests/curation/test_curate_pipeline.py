@@ -19,7 +19,7 @@ def params(**overrides) -> CurateParams:
                   filters={k: dict(v) for k, v in FILTER_CONFIG.items()},
                   minhash=MinhashParams(num_perm=64, bands=16, rows=4, ngram=5),
                   classifier=ClassifierParams(n_buckets=4096, epochs=2, lr=2.0, l2=1e-5, n_background=40),
-                  calib_docs=50)
+                  calib_docs=50, weights={})
     return CurateParams(**{**values, **overrides})
 
 
@@ -66,7 +66,23 @@ def test_every_document_has_one_exact_reason(planted, dev, items, name):
     scored = {r["id"] for r in result.scores_rows if r["scores_json"] != "{}"}
     assert scored == pickable and set(json.loads(result.scores_rows[2]["scores_json"]) or REGISTERS) <= set(REGISTERS)
     assert result.provenance["selection"] == name and result.provenance["source"] == "test"
-    assert m["selected_tokens_est"] >= 20_000
+    # the budget is counted exactly (here the "tokenizer" counts words) on the documents trained on
+    texts = {d["id"]: d["text"] for d in planted}
+    trained = result.selection.ids[:result.selection.n_budget_docs]
+    assert m["selected_tokens"] == sum(words(texts[i]) for i in trained) >= 20_000
+    assert m["selected_tokens"] - words(texts[trained[-1]]) < 20_000
+    assert m["selected_chars_per_token"] == round(sum(len(texts[i]) for i in trained) / m["selected_tokens"], 4)
+    # overfill 1.0 lists hold the budget in ESTIMATED tokens; exact counts can fall short (here by 1 doc)
+    assert m["fallback_docs"] == (sum(v["reserve_used_docs"] for v in m["register_mix"].values())
+                                  if name == "curated" else 0)
+    assert m["reserve_tail_tokens"] >= 2_000
+    assert sum(v["docs"] for v in m["register_mix"].values()) == m["selected_docs"]
+    assert m["register_mix_by"] == ("list" if name == "curated" else "argmax")
+
+
+def test_deeper_lists_need_no_fallback(planted, dev, items):
+    m = curate("curated", planted, dev, items, words, params(overfill=1.6), seed=3, provenance={}).metrics
+    assert m["fallback_docs"] == 0 and m["rule"]["overfill"] == 1.6
 
 
 def test_same_inputs_same_selection(planted, dev, items):
@@ -78,6 +94,12 @@ def test_same_inputs_same_selection(planted, dev, items):
 def test_unknown_filter_fails_before_any_work(planted, dev, items):
     with pytest.raises(PipelineError, match="unknown filter 'langid'"):
         curate("curated", planted, dev, items, words, params(filters={"langid": {}}), seed=3, provenance={})
+
+
+def test_bad_weights_fail_before_any_work(planted, dev, items):
+    with pytest.raises(PipelineError, match=r"curate.weights: .* sum to 0.5"):
+        curate("curated", planted, dev, items, words, params(mode="tokens", weights={"news": 0.5}), seed=3,
+               provenance={})
 
 
 MINHASH = MinhashParams(num_perm=64, bands=16, rows=4, ngram=5)

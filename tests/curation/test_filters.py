@@ -103,3 +103,30 @@ def test_drop_unsafe(pool):
     kept, n = drop_unsafe(pool, 3)
     assert n == sum(d["safety_score"] > 3 for d in pool) and n > 0
     assert all(d["safety_score"] <= 3 for d in kept)
+
+
+def test_dup_ngram_char_frac_hand_computed():
+    from decision_pipeline.curation.filters import dup_ngram_char_frac
+    # bigrams of "a b c a b c": (a b) and (b c) recur at positions 3 and 4 -> words 3,4,5 covered: 3/6
+    assert dup_ngram_char_frac("a b c a b c", 2) == 0.5
+    # "the cat" recurs at the end: 6 of 23 word characters
+    assert dup_ngram_char_frac("the cat sat on the mat the cat", 2) == pytest.approx(6 / 23)
+    assert dup_ngram_char_frac("one two", 5) == 0.0 and dup_ngram_char_frac("", 2) == 0.0
+
+
+def test_repeated_ngrams_filter_and_every_failing_filter_is_charged():
+    fs = build_filters({"min_words": {"min": 3}, "repeated_ngrams": {"n": 2, "max_dup_char_frac": 0.3}})
+    docs = [{"id": "short", "text": "a a"},                      # fails min_words only (1 bigram, no repeat)
+            {"id": "spam", "text": "buy now buy now buy now"},   # fails repeated_ngrams: 12/18 covered
+            {"id": "both", "text": "x"},                         # fails min_words; too short for a bigram
+            {"id": "ok", "text": "the cat sat on the mat the cat"}]  # 6/23 <= 0.3
+    out = apply_filters(docs, fs)
+    assert [d["id"] for d in out.kept] == ["ok"]
+    assert out.dropped_by == {"short": "min_words", "spam": "repeated_ngrams", "both": "min_words"}
+    assert out.counts == {"min_words": 2, "repeated_ngrams": 1}
+    both = apply_filters([{"id": "b", "text": "go go"}], build_filters(
+        {"min_words": {"min": 3}, "repeated_ngrams": {"n": 1, "max_dup_char_frac": 0.3}}))
+    assert both.counts == {"min_words": 1, "repeated_ngrams": 0}       # the funnel: first failing only
+    assert both.counts_all == {"min_words": 1, "repeated_ngrams": 1}   # "go" repeats: 2/4 > 0.3
+    with pytest.raises(PipelineError, match="repeated_ngrams.n"):
+        build_filters({"repeated_ngrams": {"n": 0, "max_dup_char_frac": 0.3}})

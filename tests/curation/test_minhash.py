@@ -136,3 +136,19 @@ def test_bad_lsh_params(args, msg):
 def test_deterministic(filtered):
     a, b = dedup(filtered[:400], MINHASH, seed=1), dedup(filtered[:400], MINHASH, seed=1)
     assert a.removed_ids == b.removed_ids and a.clusters == b.clusters
+
+
+def test_dedup_keeps_best_scored_twin_and_drops_exact_copies_first():
+    from decision_pipeline.curation.minhash import MinhashParams
+    p = MinhashParams(num_perm=64, bands=16, rows=4, ngram=5)
+    base = " ".join(f"w{i}" for i in range(80))
+    docs = [{"id": "x", "text": base}, {"id": "y", "text": base + " extra"},
+            {"id": "z", "text": base.replace(" ", "  \n")},   # x with other whitespace: an exact copy
+            {"id": "u", "text": " ".join(f"v{i}" for i in range(80))}]
+    plain = dedup(docs, p, seed=0)                            # pool order: the first twin survives
+    assert [d["id"] for d in plain.kept] == ["x", "u"] and plain.exact_ids == ()
+    best = dedup(docs, p, seed=0, priority=[0.2, 0.9, 0.5, 0.1], exact=True)
+    assert [d["id"] for d in best.kept] == ["y", "u"]        # y scores best; kept in pool order
+    assert best.exact_ids == ("x",) and best.clusters == {"y": ["x", "z"]}
+    # z (0.5) outranks x (0.2): x is the exact copy removed; z then loses to y as a near-duplicate
+    assert sorted(best.removed_ids) == ["x", "z"]
