@@ -48,7 +48,7 @@ class S1mbDataParams:
     """Where the benchmarks come from; `max_cases`/`many_options` shape the synthetic set only."""
     source: str = rule(choices=("synthetic", "local"), doc="synthetic: built from the eval split; local: an export")
     category: str = rule(doc="category id, e.g. synthetic-v1 or english-v1")
-    local_dir: str = rule(doc="local export of the real data (source: local)")
+    local_dir: str = rule(external=True, doc="local export of the real data (source: local)")
     revision: str = rule(doc="40-hex HF dataset commit of the local export; '' = content hash")
     max_cases: int = rule(min=1, doc="synthetic: cases per family (stable sample)")
     many_options: int = rule(min=9, max=151, doc="synthetic: options of the many-option set")

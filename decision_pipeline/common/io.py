@@ -164,10 +164,17 @@ def repair_jsonl(path: Path) -> bool:
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     """(line number, object) for each non-blank line; a malformed line names file and line."""
     path = Path(path)
+    if path.is_dir():
+        raise PipelineError(f"{path}: is a directory; expected a JSONL file")
     if not path.is_file():
         raise PipelineError(f"{path}: file not found")
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with open(path, "rb") as fh:  # decoded per line, so bad bytes name their line
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise PipelineError(f"{path}:{lineno}: not UTF-8 (byte {exc.start + 1} of the line); "
+                                    "save the file as UTF-8") from None
             if not line.strip():
                 continue
             try:

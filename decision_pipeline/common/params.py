@@ -36,6 +36,7 @@ SECTION_NAMES = ("base", "items", "ingest", "tokenizer", "curate", "pretrain", "
 
 def rule(*, min: float | None = None, max: float | None = None, gt: float | None = None,
          choices: tuple | None = None, keys: tuple | None = None, nonempty: bool = False,
+         external: bool = False,
          default: Any = dataclasses.MISSING, default_factory: Any = dataclasses.MISSING, doc: str = "") -> Any:
     """A dataclass field with validation metadata (and an optional default).
 
@@ -43,9 +44,11 @@ def rule(*, min: float | None = None, max: float | None = None, gt: float | None
     (`register_weights: {forun: 0.6}`) fails like a typo of a field name.
     `gt` is an exclusive lower bound (a learning rate of 0 trains nothing, silently);
     `nonempty` refuses an empty list or mapping (`families: []` makes 0 items downstream).
+    `external` marks a path that is a DVC dep of its stage: '' is refused (DVC cannot track an empty
+    path and fails with a bare "unexpected error"); `configs/external/none` is the way to say none.
     """
     meta = {"min": min, "max": max, "gt": gt, "choices": choices, "keys": keys, "nonempty": nonempty,
-            "doc": doc}
+            "external": external, "doc": doc}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -110,6 +113,8 @@ def from_dict(cls: type[T], raw: Any, where: str) -> T:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise PipelineError(f"{key}: missing key; expected {_type_name(hints[name])}")
             continue
+        if f.metadata.get("external") and isinstance(raw[name], str) and not raw[name].strip():
+            raise PipelineError(f"{key}: empty path; write {NO_PATH} for none (an external input is a DVC dep)")
         value = _coerce(raw[name], hints[name], key)
         _check_rules(value, f.metadata, key)
         values[name] = value

@@ -59,9 +59,9 @@ class IngestParams:
     dev_registers: list[str] = rule(choices=REGISTERS + ("reasoning",), nonempty=True, doc="registers of the dev target")
     register_weights: dict[str, float] = rule(
         keys=REGISTERS + ("reasoning",), min=0.0, doc="share of clean pool documents per register (a web crawl is not shaped like the target)")
-    external_pool: str = rule(doc="JSONL/Parquet file or directory replacing the generated pool (a dep of the "
+    external_pool: str = rule(external=True, doc="JSONL/Parquet file or directory replacing the generated pool (a dep of the "
                                   "stage); configs/external/none = generate")
-    external_dev: str = rule(doc="JSONL/Parquet dev file with id, text, register (a dep of the stage); "
+    external_dev: str = rule(external=True, doc="JSONL/Parquet dev file with id, text, register (a dep of the stage); "
                                  "configs/external/none = generate")
 
 

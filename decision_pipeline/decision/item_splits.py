@@ -24,7 +24,7 @@ class ItemsParams:
     splits: dict[str, float] = rule(keys=SPLITS, min=0.0, max=1.0,
                                     doc="fraction per split (pool, rl, dev, eval, calibration), taken in the order "
                                         "written; sums to 1. `rl` holds fresh questions only RL trains on")
-    external: str = rule(doc="JSONL/Parquet question file split like the rest (a dep of the stage); "
+    external: str = rule(external=True, doc="JSONL/Parquet question file split like the rest (a dep of the stage); "
                              "configs/external/none = none")
 
     def __post_init__(self) -> None:

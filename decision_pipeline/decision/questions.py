@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import iter_jsonl, read_table
+from decision_pipeline.common.records import Field, Schema, check_record, checked_rows, input_file
 
 TASKS = ("choice", "noul", "score")
 LABELS = "ABCDEFGH"
@@ -97,11 +98,21 @@ def _json_cell(text: object, where: str) -> object:
         raise PipelineError(f"{where}: a *_json column is not valid JSON ({exc.msg}); re-export the file") from None
 
 
+EXTERNAL_OPTION = Schema("option", {"id": Field((str, int), required=True, max_chars=200),
+                                   "text": Field((str,), max_chars=10_000),
+                                   "value": Field((float,), min=-1e12, max=1e12)})
+EXTERNAL_QUESTION = Schema("question", {
+    "id": Field((str, int), required=True, max_chars=200), "task": Field((str,), required=True),
+    "question": Field((str,), required=True), "options": Field((list,), required=True, max_items=len(LABELS),
+                                                              items=EXTERNAL_OPTION),
+    "gold": Field((str, int), required=True, max_chars=200), "target": Field((dict,)),
+    "family": Field((str,), max_chars=100), "level": Field((int,), min=0, max=1000), "trace": Field((str,)),
+    "split": Field((str,), max_chars=40)})
+
+
 def load_external_questions(path: str | Path) -> list[dict]:
     """Load a JSONL or Parquet question file into the schema (errors name file and line)."""
-    path = Path(path)
-    if not path.is_file():
-        raise PipelineError(f"{path}: external question file not found; fix items.external in params.yaml")
+    path = input_file(path, "items.external")
     if path.suffix == ".parquet":
         rows = read_table(path)
         for i, row in enumerate(rows):
@@ -109,8 +120,11 @@ def load_external_questions(path: str | Path) -> list[dict]:
             row["options"] = _json_cell(row.pop("options_json"), where) if "options_json" in row else row.get("options")
             if "target_json" in row:
                 row["target"] = _json_cell(row.pop("target_json"), where)
+        for i, r in enumerate(rows):
+            check_record(r, EXTERNAL_QUESTION, f"{path}:row {i + 1}")
         return [validate_question(r, f"{path}:row {i + 1}") for i, r in enumerate(rows)]
-    return [validate_question(row, f"{path}:{lineno}") for lineno, row in iter_jsonl(path)]
+    return [validate_question(row, f"{path}:{lineno}")
+            for lineno, row in checked_rows(iter_jsonl(path), EXTERNAL_QUESTION, path)]
 
 
 def to_row(q: dict, split: str) -> dict:

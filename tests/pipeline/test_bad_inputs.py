@@ -280,6 +280,17 @@ def _jsonl(t: Path, rows: list, raw: dict | None = None) -> str:
     return write_jsonl(t / "questions.jsonl", rows, raw)
 
 
+def _bytes(t: Path, data: bytes) -> str:
+    path = t / "questions.jsonl"
+    path.write_bytes(data)
+    return str(path)
+
+
+def _dir(t: Path) -> str:
+    (t / "questions").mkdir()
+    return str(t / "questions")
+
+
 NAN_TARGET = json.dumps(QUESTION)[:-1] + ', "target": {"a": NaN, "b": 1.0}}'
 
 
@@ -314,15 +325,17 @@ CASES: dict[str, Callable[[Path, Inputs], Case]] = {
     "params-generate-k-0": lambda t, i: generate_case(t, i, ("generate.k: expected a value >= 1",), {"generate.k": 0}),
     # ---- external question files (items.external)
     "external-missing-file": lambda t, i: external_case(
-        t, ("nowhere.jsonl: external question file not found", "items.external"), str(t / "nowhere.jsonl")),
+        t, ("nowhere.jsonl: file not found", "items.external"), str(t / "nowhere.jsonl")),
     "external-torn-jsonl-line": lambda t, i: external_case(
         t, ("questions.jsonl:2: malformed JSON",), _jsonl(t, [QUESTION, QUESTION], {1: '{"id": "ext-2", "task'})),
     "external-options-as-strings": lambda t, i: external_case(
-        t, ("questions.jsonl:1:", "'ext-1' option 1 is str"), _jsonl(t, [{**QUESTION, "options": ["3", "5"]}])),
+        t, ("questions.jsonl:1:", "field 'options' entry 1: expected a JSON object (option), got str"),
+        _jsonl(t, [{**QUESTION, "options": ["3", "5"]}])),
     "external-non-integer-level": lambda t, i: external_case(
-        t, ("questions.jsonl:1:", "level 'hard'"), _jsonl(t, [{**QUESTION, "level": "hard"}])),
+        t, ("questions.jsonl:1:", "field 'level' must be an integer, got str 'hard'"),
+        _jsonl(t, [{**QUESTION, "level": "hard"}])),
     "external-nan-probability": lambda t, i: external_case(
-        t, ("questions.jsonl:1:", "target must be probabilities"), _jsonl(t, [{}], {0: NAN_TARGET})),
+        t, ("questions.jsonl:1:", "field 'target' entry 'a' must be a finite number"), _jsonl(t, [{}], {0: NAN_TARGET})),
     "external-duplicate-id": lambda t, i: external_case(
         t, ("questions.jsonl", "id 'ext-1' occurs more than once"), _jsonl(t, [QUESTION, QUESTION])),
     "external-unknown-task": lambda t, i: external_case(
@@ -332,6 +345,43 @@ CASES: dict[str, Callable[[Path, Inputs], Case]] = {
         truncated(Path(external_parquet(t, [parquet_question()])), t / "bad.parquet")),
     "external-parquet-missing-column": lambda t, i: external_case(
         t, ("questions.parquet:row 1", "missing 'gold'"), external_parquet(t, [parquet_question(gold=None)])),
+    # strict records (common/records.py): bytes, types, sizes, unknown fields, empty and odd paths
+    "external-not-utf8": lambda t, i: external_case(
+        t, ("questions.jsonl:2: not UTF-8",), _bytes(t, json.dumps(QUESTION).encode() + b"\n" + b'{"id": "x\xff"}\n')),
+    "external-option-value-not-a-number": lambda t, i: external_case(
+        t, ("questions.jsonl:1:", "option field 'value' must be a number, got str 'big'"),
+        _jsonl(t, [{**QUESTION, "options": [{"id": "a", "value": "big"}, {"id": "b", "value": 2}]}])),
+    "external-huge-level": lambda t, i: external_case(
+        t, ("questions.jsonl:1:", "field 'level' must be <= 1000"), _jsonl(t, [{**QUESTION, "level": 10 ** 30}])),
+    "external-question-as-object": lambda t, i: external_case(
+        t, ("questions.jsonl:1:", "field 'question' must be a string, got dict"),
+        _jsonl(t, [{**QUESTION, "question": {"text": "Which?"}}])),
+    "external-nan-option-value": lambda t, i: external_case(
+        t, ("questions.jsonl:1:", "option field 'value' must be a finite number, got nan"),
+        _jsonl(t, [{}], {0: json.dumps(QUESTION)[:-1].replace('"text": "3"}', '"text": "3", "value": NaN}') + "}"})),
+    "external-misspelt-field": lambda t, i: external_case(
+        t, ("questions.jsonl:1:", "field 'tagret' is unknown (did you mean 'target'?)"),
+        _jsonl(t, [{**QUESTION, "tagret": {"a": 0.2, "b": 0.8}}])),
+    "external-question-too-long": lambda t, i: external_case(
+        t, ("questions.jsonl:1:", "over the limit of 100,000"), _jsonl(t, [{**QUESTION, "question": "x" * 200_000}])),
+    "external-directory": lambda t, i: external_case(t, ("is a directory", "items.external"), _dir(t)),
+    "external-empty-file": lambda t, i: external_case(t, ("questions.jsonl: file is empty", "items.external"),
+                                                       _bytes(t, b"")),
+    "external-blank-lines-only": lambda t, i: external_case(t, ("holds no question records",), _bytes(t, b"\n\n")),
+    "external-empty-path": lambda t, i: items_case(t, ("items.external: empty path", "configs/external/none"),
+                                                    {"items.external": ""}),
+    "params-infinite-weight": lambda t, i: ingest_case(
+        t, ("ingest.register_weights", "finite number"), {"ingest.register_weights": {"news": float("inf"), "qa": 1.0}}),
+    "params-all-weights-zero": lambda t, i: ingest_case(
+        t, ("ingest.register_weights", "positive sum"),
+        {"ingest.register_weights": {"news": 0.0, "encyclopedic": 0.0, "qa": 0.0, "forum": 0.0, "reasoning": 0.0}}),
+    "params-n-docs-unbounded": lambda t, i: ingest_case(
+        t, ("ingest.n_docs: expected a value <= 5000000",), {"ingest.n_docs": 10 ** 12}),
+    "params-per-cell-unbounded": lambda t, i: items_case(
+        t, ("items.per_cell: expected a value <= 100000",), {"items.per_cell": 10 ** 7}),
+    "params-duplicate-family": lambda t, i: items_case(
+        t, ("items.families[1]: 'keyword' is listed twice",), {"items.families": ["keyword", "keyword"]}),
+    "params-empty-file": lambda t, i: items_case(t, (".yaml: expected a mapping of sections",), text=lambda y: ""),
     # ---- external document pools (ingest.external_pool)
     "pool-duplicate-ids": lambda t, i: ingest_case(
         t, ("pool.jsonl", "duplicate id 'p1'"),
@@ -416,8 +466,8 @@ def test_bad_input_fails_with_one_line_and_writes_nothing(name, tmp_path, inputs
     assert {p: p.read_bytes() for p in case.unchanged} == before
 
 
-def test_there_are_at_least_30_cases():
-    assert len(CASES) >= 30
+def test_there_are_at_least_60_cases():
+    assert len(CASES) >= 60
 
 
 def test_removing_a_torn_line_from_the_chain_log_keeps_record_order(tmp_path, inputs, capsys):
