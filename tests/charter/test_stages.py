@@ -57,7 +57,12 @@ def test_reference_run_ranks_in_known_order_with_kappa(work, capsys):
     ranking = json.loads(Path("metrics/charter/ranking.json").read_text())
     assert ranking["order"] == ["ref_cite_right", "ref_cite_nothing", "ref_summarise"]
     agree = json.loads(Path("metrics/charter/judge_agreement.json").read_text())
-    assert agree["n"] == params["reviews"]["n_reflections"] and agree["kappa_spread"] == 0.0
+    revs = json.loads(Path("metrics/charter/reviews.json").read_text())
+    assert agree["n"] == revs["reviewed_by_split"]["validation"] and agree["kappa_spread"] == 0.0
+    assert sum(revs["reviewed_by_split"].values()) == params["reviews"]["n_reflections"]
+    assert agree["calibration_split"] == "train" and agree["calibration"]["n"] == revs["reviewed_by_split"]["train"]
+    assert agree["final_split"] == "validation" and agree["reviews_provenance"].startswith("simulated reviews")
+    assert agree["judge_spread"]["mode"] == "deterministic" and agree["judge_spread"]["kappa"]["range"] == 0.0
     assert -1 <= agree["kappa"] <= 1 and agree["ci_low"] <= agree["kappa"] <= agree["ci_high"]
     assert all(Path(f"plots/charter/{p}.png").stat().st_size > 0 for p in
                ("cost_vs_quality", "quality_ranking", "quality_by_dimension", "robustness_by_safety",
