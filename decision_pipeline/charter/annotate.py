@@ -26,6 +26,7 @@ from decision_pipeline.charter.seed import SPLITS
 from decision_pipeline.charter.rubric import VOICES
 from decision_pipeline.charter.throughput import ThroughputParams, gpu_hours, measure, served
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import read_json
 from decision_pipeline.common.params import rule
 
 
@@ -56,6 +57,37 @@ def _generator(name: str, c: CandidateParams, charter: Charter, checks: CheckPar
         raise PipelineError(f"reflect.candidates.{name}.prompt: an endpoint candidate needs a prompt file")
     prompt = load_prompt(c.prompt, charter)
     return EndpointGenerator(name, c, prompt, charter, base_url, seed), prompt.version
+
+
+def screen(name: str, throughput_metrics: Path) -> dict:
+    """The cost screen as a gate: the candidate's throughput record (throughput@name runs
+    first). `screened_out` is True when its GPU-hours exceed the budget; such a candidate is
+    neither reflected nor judged (the stages write a small marker instead)."""
+    path = Path(throughput_metrics) / f"{name}.json"
+    if not path.exists():
+        raise PipelineError(f"{path}: missing; run throughput@{name} first (the cost screen gates reflect and judge)")
+    t = read_json(path)
+    return {"screened_out": not t["affordable"], "gpu_hours": t.get("gpu_hours"),
+            "budget_gpu_hours": t.get("budget_gpu_hours")}
+
+
+def screened_out_metrics(name: str, gate: dict) -> dict:
+    """The marker a screened-out candidate's reflect/judge stage writes instead of the work."""
+    return {"candidate": name, "screened_out": True, "gpu_hours": gate["gpu_hours"],
+            "budget_gpu_hours": gate["budget_gpu_hours"], "n": 0,
+            "reason": "GPU-hours over throughput.gpu_hour_budget: not reflected, not judged"}
+
+
+def check_judge_not_candidate(judge_cfg: JudgeParams, candidates: dict[str, CandidateParams]) -> None:
+    """The judge never scores its own output: its name may not be a candidate's, nor (for an
+    LLM judge) its model an endpoint candidate's model."""
+    for name, c in candidates.items():
+        same_model = judge_cfg.kind == "chat" and c.kind == "endpoint" and judge_cfg.model and judge_cfg.model == c.model
+        if judge_cfg.name == name or same_model:
+            what = f"model '{c.model}'" if same_model else f"name '{name}'"
+            raise PipelineError(f"judge '{judge_cfg.name}' is also candidate '{name}' (same {what}); the judge never "
+                                "scores its own output: set judge.model/judge.name to a model that is not in "
+                                "reflect.candidates")
 
 
 def reflect(name: str, cfg: ReflectParams, checks: CheckParams, docs: list[dict], seed: int) -> tuple[list, dict]:
