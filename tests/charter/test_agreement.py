@@ -127,3 +127,30 @@ def test_changing_the_judge_does_not_change_the_reviews(tmp_path):
         build_reviews(refl, judged, _cfg(0.6, n_reviews=40, n_reflections=30), 3, out, REFS, 3)
         exports.append((out / "export.jsonl").read_text())
     assert exports[0] == exports[1] and exports[0]
+
+
+def test_judge_spread_mean_and_range_when_sampling_and_deterministic_for_the_rule_judge():
+    from types import SimpleNamespace
+
+    from decision_pipeline.charter.annotate import judge_spread
+    per = {0: {"kappa": 0.5}, 1: {"kappa": 0.7}, 2: {"kappa": 0.6}}
+    accept = {0: 0.4, 1: 0.5, 2: 0.6}
+    sampled = judge_spread(SimpleNamespace(kind="chat", temperature=0.7), per, accept)
+    assert sampled["mode"] == "sampled" and sampled["repeats"] == 3
+    assert sampled["kappa"]["mean"] == pytest.approx(0.6) and sampled["kappa"]["range"] == pytest.approx(0.2)
+    assert sampled["accept_rate"]["min"] == 0.4 and sampled["accept_rate"]["max"] == 0.6
+    assert judge_spread(SimpleNamespace(kind="rules", temperature=0.0), per, accept)["mode"] == "deterministic"
+    assert judge_spread(SimpleNamespace(kind="chat", temperature=0.0), per, accept)["mode"] == "deterministic"
+
+
+def test_llm_judge_with_a_candidates_model_is_refused_naming_both():
+    from decision_pipeline.charter.annotate import check_judge_not_candidate
+    from decision_pipeline.charter.generators import CandidateParams
+    cand = CandidateParams(kind="endpoint", prompt="p.md", reference="", serve_model="", base_url="http://x/v1",
+                           model="qwen-7b", tokenizer="t", max_tokens=8, max_prompt_tokens=0, temperature=0.0,
+                           batch_size=1, concurrency=1, timeout_s=1.0, max_retries=0, gpus=1)
+    from types import SimpleNamespace
+    judge = SimpleNamespace(kind="chat", name="llm_judge", model="qwen-7b")
+    with pytest.raises(PipelineError, match=r"judge 'llm_judge' is also candidate 'big' \(same model 'qwen-7b'\)"):
+        check_judge_not_candidate(judge, {"big": cand})
+    check_judge_not_candidate(SimpleNamespace(kind="chat", name="llm_judge", model="other"), {"big": cand})
