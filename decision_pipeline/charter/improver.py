@@ -1,4 +1,4 @@
-"""Improver for the per-generator prompt loop (library only: no stage wires it yet).
+"""Improver and loop for the per-generator prompt revisions (library: no stage wires it yet).
 
 Why: the research improved each generator's prompt by reading the frozen judge's
 failures on a fresh document sample and making ONE targeted edit per revision. Two
@@ -15,6 +15,8 @@ import json
 import urllib.error
 import urllib.request
 from collections import Counter
+from pathlib import Path
+from typing import Callable
 
 from decision_pipeline.charter.charter import Charter
 from decision_pipeline.charter.prompts import Prompt, parse_prompt
@@ -97,3 +99,49 @@ def apply_edit(prompt: Prompt, edit: str, charter: Charter, source: str) -> tupl
     except PipelineError as exc:
         raise PipelineError(f"improver edit refused (prompts may not hardcode charter text or cite unknown "
                             f"sections): {exc}") from None
+
+
+def fresh_sample(docs: list[dict], reviewed_doc_ids: set[str], n: int, seed: int) -> list[dict]:
+    """`n` documents none of which was reviewed (the loop must never see the reviewed items),
+    in SHA-256 order of (seed, id); an error if fewer than `n` are left."""
+    from decision_pipeline.common.hashing import sha256_int
+
+    left = sorted((d for d in docs if d["id"] not in reviewed_doc_ids),
+                  key=lambda d: (sha256_int("improver-sample", seed, d["id"]), d["id"]))
+    if len(left) < n:
+        raise PipelineError(f"improver: only {len(left)} documents outside the reviewed items, {n} asked; "
+                            "lower the improver sample or enlarge the pool")
+    return left[:n]
+
+
+def improve(prompt: Prompt, charter: Charter, reflect_fn: Callable[[Prompt], list[dict]],
+            judge_fn: Callable[[list[dict]], list[dict]], improver: DeterministicImprover | EndpointImprover,
+            max_revisions: int, out_dir: str | Path) -> list[dict]:
+    """The loop: reflect with the current prompt, judge (frozen judge), summarise failures,
+    one edit, next revision; stops after `max_revisions` edits or when nothing is left to
+    address. Each revision's prompt file is written to out_dir/v{N}.md; returns the history
+    (version, prompt_file, accept_rate, failures, rule and edit that produced the NEXT version)."""
+    from decision_pipeline.common.io import write_text_atomic
+
+    out = Path(out_dir)
+    history, applied = [], []
+    text = f"---\nversion: {prompt.version}\n---\n{prompt.template}"
+    for _ in range(max_revisions + 1):
+        path = out / f"v{prompt.version}.md"
+        write_text_atomic(path, text)
+        records = judge_fn(reflect_fn(prompt))
+        scored = [r for r in records if r.get("verdict") is not None]
+        failures = failure_summary(records)
+        row = {"version": prompt.version, "prompt_file": str(path), "n": len(records),
+               "accept_rate": sum(r["verdict"] == "accept" for r in scored) / len(scored) if scored else None,
+               "failures": failures, "rule": None, "edit": None}
+        history.append(row)
+        if len(history) > max_revisions:
+            break
+        proposal = improver.propose(prompt, failures, applied)
+        if proposal is None:
+            break
+        row["rule"], row["edit"] = proposal
+        applied.append(proposal[0])
+        text, prompt = apply_edit(prompt, proposal[1], charter, str(out / f"v{prompt.version + 1}.md"))
+    return history

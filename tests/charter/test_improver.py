@@ -106,3 +106,36 @@ def test_edit_pasting_charter_text_is_refused_with_the_rule(stub, charter):
     with pytest.raises(PipelineError, match=r"improver edit refused \(prompts may not hardcode charter text.*pastes "
                                             r"charter text"):
         apply_edit(prompt, edit, charter, "rev.md")
+
+
+def test_loop_on_a_prompt_reading_toy_generator_records_each_revision(charter, tmp_path):
+    """A toy generator that follows the library edits it finds in its prompt: each revision
+    removes one failure, so the accept rate climbs and the history holds >= 2 revisions."""
+    from decision_pipeline.charter.improver import fresh_sample, improve
+    docs = [{"id": f"d{i}"} for i in range(12)]
+    sample = fresh_sample(docs, {"d0", "d1"}, 6, seed=0)
+    assert len(sample) == 6 and not {"d0", "d1"} & {d["id"] for d in sample}
+    with pytest.raises(PipelineError, match="only 10 documents outside the reviewed items"):
+        fresh_sample(docs, {"d0", "d1"}, 11, seed=0)
+
+    def reflect_fn(prompt):
+        return [{"doc": d["id"], "fixed": {r for r, e in EDITS.items() if e in prompt.template}} for d in sample]
+
+    def judge_fn(rows):   # doc index parity: summary on every doc, wrong voice on half
+        out = []
+        for i, r in enumerate(rows):
+            flags = [f for f in (["summary"] + (["wrong_voice"] if i % 2 else [])) if f not in r["fixed"]]
+            out.append({"repeat": 0, "flags": {"first_person": flags, "observer": []},
+                        "verdict": "reject" if flags else "accept"})
+        return out
+
+    prompt = load_prompt("configs/prompts/small_base.md", charter)
+    hist = improve(prompt, charter, reflect_fn, judge_fn, DeterministicImprover(), max_revisions=5, out_dir=tmp_path)
+    assert [h["accept_rate"] for h in hist] == [0.0, 0.5, 1.0]
+    assert [h["rule"] for h in hist] == ["summary", "wrong_voice", None]
+    assert [h["version"] for h in hist] == [prompt.version, prompt.version + 1, prompt.version + 2]
+    assert all((tmp_path / f"v{h['version']}.md").is_file() for h in hist)
+    assert EDITS["wrong_voice"] in (tmp_path / f"v{prompt.version + 2}.md").read_text()
+    capped = improve(prompt, charter, reflect_fn, judge_fn, DeterministicImprover(), max_revisions=1,
+                     out_dir=tmp_path / "capped")
+    assert len(capped) == 2 and capped[-1]["rule"] is None
