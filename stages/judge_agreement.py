@@ -9,9 +9,15 @@ from pathlib import Path
 from decision_pipeline.charter.annotate import AgreementParams, ReflectParams, agreement
 from decision_pipeline.charter.figures import judge_calibration
 from decision_pipeline.charter.judge import JudgeParams
+from decision_pipeline.charter.reviews import PROVENANCE, ReviewsParams
 from decision_pipeline.common.io import atomic_dir, read_jsonl, write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
+
+
+def provenance(cfg: ReviewsParams) -> str:
+    """Where the review reference came from (recorded next to kappa)."""
+    return PROVENANCE if cfg.source == "seeded" else f"imported human reviews: {cfg.import_path}"
 
 
 @stage_main
@@ -33,7 +39,8 @@ def main(argv: list[str] | None = None) -> None:
     judged = [r for n in names for r in read_jsonl(Path(args.judge_dir) / f"{n}.jsonl")]
     with atomic_dir(args.out) as tmp:
         metrics, confusion = agreement(reflections, judged, Path(args.export), cfg, judge_cfg,
-                                       load_base(args.params).seed, tmp / "store.sqlite")
+                                       load_base(args.params).seed, tmp / "store.sqlite",
+                                       provenance(load_section(ReviewsParams, "reviews", args.params)))
     judge_calibration(confusion, metrics, args.plot)
     write_json(args.metrics, {**metrics, "confusion": confusion})
     summary("judge_agreement", started, kappa=metrics["kappa"], ci_low=metrics["ci_low"],

@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> None:
     kappa = read_json(args.agreement)
     write_json(args.out, {"order": [r["candidate"] for r in rows], "rows": {r["candidate"]: r for r in rows},
                           "judge_kappa": kappa["kappa"], "judge_kappa_ci": [kappa["ci_low"], kappa["ci_high"]],
-                          "rule": "affordable first; accept rate, then mean score, then name"})
+                          "screened_out": {r["candidate"]: r["gpu_hours"] for r in rows if r["screened_out"]},
+                          "rule": "cost screen first (over throughput.gpu_hour_budget: screened out, never "
+                                  "reflected nor judged); in the pool accept rate, then mean score, then name"})
     out = Path(args.plots)
     figures.cost_vs_quality(rows, tp.gpu_hour_budget, out / "cost_vs_quality.png")
     figures.quality_ranking(rows, out / "quality_ranking.png")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from decision_pipeline.charter.annotate import ReflectParams, reflect
+from decision_pipeline.charter.annotate import ReflectParams, reflect, screen, screened_out_metrics
 from decision_pipeline.charter.judge import JudgeParams
 from decision_pipeline.common.io import read_table, write_json, write_jsonl
 from decision_pipeline.common.log import stage_main, summary
@@ -21,11 +21,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed-table", default="data/charter/seed.parquet")
     ap.add_argument("--out-dir", default="data/charter/reflect")
     ap.add_argument("--metrics-dir", default="metrics/charter/reflect")
+    ap.add_argument("--throughput-metrics", default="metrics/charter/throughput",
+                    help="throughput@candidate records: the cost screen gates this stage")
     args = ap.parse_args(argv)
     started = time.time()
     cfg = load_section(ReflectParams, "reflect", args.params)
     checks = load_section(JudgeParams, "judge", args.params).checks
-    rows, metrics = reflect(args.candidate, cfg, checks, read_table(args.seed_table), load_base(args.params).seed)
+    gate = screen(args.candidate, Path(args.throughput_metrics))
+    if gate["screened_out"]:
+        rows, metrics = [], {**screened_out_metrics(args.candidate, gate), "missing_voice": 0, "seconds": 0.0}
+    else:
+        rows, metrics = reflect(args.candidate, cfg, checks, read_table(args.seed_table), load_base(args.params).seed)
     Path(args.out_dir).mkdir(parents=True, exist_ok=True)
     write_jsonl(Path(args.out_dir) / f"{args.candidate}.jsonl", rows)
     Path(args.metrics_dir).mkdir(parents=True, exist_ok=True)

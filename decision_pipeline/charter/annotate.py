@@ -21,10 +21,12 @@ from decision_pipeline.charter.generators import (CandidateParams, EndpointGener
                                                   check_candidate)
 from decision_pipeline.charter.judge import JudgeParams, judge_all, make_judge
 from decision_pipeline.charter.prompts import load_prompt
-from decision_pipeline.charter.reviews import ReviewsParams, seeded_reviews
+from decision_pipeline.charter.reviews import PROVENANCE, ReviewsParams, seeded_reviews
+from decision_pipeline.charter.seed import SPLITS
 from decision_pipeline.charter.rubric import VOICES
 from decision_pipeline.charter.throughput import ThroughputParams, gpu_hours, measure, served
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import read_json
 from decision_pipeline.common.params import rule
 
 
@@ -55,6 +57,37 @@ def _generator(name: str, c: CandidateParams, charter: Charter, checks: CheckPar
         raise PipelineError(f"reflect.candidates.{name}.prompt: an endpoint candidate needs a prompt file")
     prompt = load_prompt(c.prompt, charter)
     return EndpointGenerator(name, c, prompt, charter, base_url, seed), prompt.version
+
+
+def screen(name: str, throughput_metrics: Path) -> dict:
+    """The cost screen as a gate: the candidate's throughput record (throughput@name runs
+    first). `screened_out` is True when its GPU-hours exceed the budget; such a candidate is
+    neither reflected nor judged (the stages write a small marker instead)."""
+    path = Path(throughput_metrics) / f"{name}.json"
+    if not path.exists():
+        raise PipelineError(f"{path}: missing; run throughput@{name} first (the cost screen gates reflect and judge)")
+    t = read_json(path)
+    return {"screened_out": not t["affordable"], "gpu_hours": t.get("gpu_hours"),
+            "budget_gpu_hours": t.get("budget_gpu_hours")}
+
+
+def screened_out_metrics(name: str, gate: dict) -> dict:
+    """The marker a screened-out candidate's reflect/judge stage writes instead of the work."""
+    return {"candidate": name, "screened_out": True, "gpu_hours": gate["gpu_hours"],
+            "budget_gpu_hours": gate["budget_gpu_hours"], "n": 0,
+            "reason": "GPU-hours over throughput.gpu_hour_budget: not reflected, not judged"}
+
+
+def check_judge_not_candidate(judge_cfg: JudgeParams, candidates: dict[str, CandidateParams]) -> None:
+    """The judge never scores its own output: its name may not be a candidate's, nor (for an
+    LLM judge) its model an endpoint candidate's model."""
+    for name, c in candidates.items():
+        same_model = judge_cfg.kind == "chat" and c.kind == "endpoint" and judge_cfg.model and judge_cfg.model == c.model
+        if judge_cfg.name == name or same_model:
+            what = f"model '{c.model}'" if same_model else f"name '{name}'"
+            raise PipelineError(f"judge '{judge_cfg.name}' is also candidate '{name}' (same {what}); the judge never "
+                                "scores its own output: set judge.model/judge.name to a model that is not in "
+                                "reflect.candidates")
 
 
 def reflect(name: str, cfg: ReflectParams, checks: CheckParams, docs: list[dict], seed: int) -> tuple[list, dict]:
@@ -122,17 +155,18 @@ REPRODUCIBLE_STAMP = "2026-01-01T00:00:00"
 
 
 def build_reviews(reflections: list[dict], judged: list[dict], cfg: ReviewsParams, seed: int,
-                  out_dir: Path) -> dict:
-    """A fresh store in out_dir: annotations, then records (seeded or imported) through the
-    validating importer, then the export file. Returns counts."""
+                  out_dir: Path, references: dict[str, str] | None = None, harm_threshold: int = 0) -> dict:
+    """A fresh store in out_dir: annotations, then records (simulated or imported) through the
+    validating importer, then the export file. Returns counts. Simulated reviews read the
+    reflections and `references` (candidate -> reference generator) only: `judged` fills the
+    store's judge columns and never the reviews."""
     anns = annotations_from(reflections, judged)
     db = out_dir / "store.sqlite"
     conn = store.open_store(db)
     try:
         store.add_annotations(conn, anns)
         if cfg.source == "seeded":
-            ideal = [{**a, "ideal_verdict": a["judge_verdict"], "ideal_scores": a["judge_scores"]} for a in anns]
-            records = seeded_reviews(ideal, cfg, seed)
+            records = seeded_reviews(reflections, references or {}, cfg, harm_threshold, seed)
             n_rev, n_com = store.add_records(conn, [(f"seeded record {i}", r) for i, r in enumerate(records)])
         else:
             n_rev, n_com = store.import_jsonl(conn, cfg.import_path)
@@ -141,24 +175,57 @@ def build_reviews(reflections: list[dict], judged: list[dict], cfg: ReviewsParam
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
-    return {"source": cfg.source, "reviews": n_rev, "comments": n_com,
+    by_split = Counter(r["split"] for r in reflections if r["id"] in {v["annotation_id"] for v in revs})
+    return {"source": cfg.source, "provenance": PROVENANCE if cfg.source == "seeded" else f"imported: {cfg.import_path}",
+            "reviews": n_rev, "comments": n_com, "reviewed_by_split": {sp: by_split[sp] for sp in SPLITS},
             "reflections_reviewed": len({r["annotation_id"] for r in revs}),
             "reviewers": len({r["reviewer"] for r in revs}), "schema_version": store.SCHEMA_VERSION}
 
 
+def _accept_rates(judged: list[dict], ids: set[str]) -> dict[int, float | None]:
+    """Accept rate per judge repeat over the reflections in `ids` (failures excluded)."""
+    out: dict[int, list[bool]] = {}
+    for j in judged:
+        if j["annotation_id"] in ids and j["verdict"] is not None:
+            out.setdefault(j["repeat"], []).append(j["verdict"] == "accept")
+    return {r: (sum(v) / len(v) if v else None) for r, v in sorted(out.items())}
+
+
+def judge_spread(judge_cfg: JudgeParams, per_repeat: dict, accept: dict[int, float | None]) -> dict:
+    """kappa and accept rate over the judge's repeats: mean and range when the judge samples
+    (chat with temperature > 0, a different sampling seed per repeat); the rule judge and a
+    greedy chat judge are "deterministic" (their repeats are identical by construction)."""
+    samples = judge_cfg.kind == "chat" and judge_cfg.temperature > 0
+    kappas = [p["kappa"] for p in per_repeat.values() if p["kappa"] is not None]
+    rates = [a for a in accept.values() if a is not None]
+    def stats(xs: list[float]) -> dict:
+        return {"mean": sum(xs) / len(xs) if xs else None, "min": min(xs) if xs else None,
+                "max": max(xs) if xs else None, "range": (max(xs) - min(xs)) if xs else None}
+    return {"mode": "sampled" if samples else "deterministic", "repeats": len(per_repeat),
+            "sampling_seeds": "1000 x repeat + attempt" if samples else None,
+            "kappa": stats(kappas), "accept_rate": stats(rates),
+            "accept_rate_per_repeat": {str(r): a for r, a in accept.items()}}
+
+
 def agreement(reflections: list[dict], judged: list[dict], export: Path, cfg: AgreementParams,
-              judge_cfg: JudgeParams, seed: int, store_path: Path) -> tuple[dict, dict]:
-    """Kappa of the judge vs the human reference on the validation split; the rows are
-    also recorded in a store's judge_correlations table. Returns (metrics, confusion)."""
+              judge_cfg: JudgeParams, seed: int, store_path: Path, provenance: str = "") -> tuple[dict, dict]:
+    """Kappa of the judge vs the review reference: calibration on the TRAIN split (what a
+    judge-prompt loop may look at), the final kappa with CI and concordance on the held-out
+    VALIDATION split, scored once here. The validation rows are also recorded in the store's
+    judge_correlations table. Returns (metrics, confusion on validation)."""
     conn = store.open_store(store_path)
     try:
         store.add_annotations(conn, annotations_from(reflections, judged))
         store.import_jsonl(conn, export)
         reference = store.reference_verdicts(store.reviews(conn), store.comments(conn))
         validation = {r["id"] for r in reflections if r["split"] == "validation"}
+        train = {r["id"] for r in reflections if r["split"] == "train"}
         by_repeat: dict[int, dict[str, str]] = {}
         for j in judged:
             by_repeat.setdefault(j["repeat"], {})[j["annotation_id"]] = j["verdict"]
+        n_train = sum(1 for a in reference if a in train and by_repeat[0].get(a) is not None)
+        calibration = (agreement_over_repeats(by_repeat, reference, train, cfg.n_resamples, cfg.confidence, seed)
+                       if n_train else None)
         result = agreement_over_repeats(by_repeat, reference, validation, cfg.n_resamples, cfg.confidence, seed)
         versions = sorted({j["judge_prompt_version"] for j in judged})
         now = REPRODUCIBLE_STAMP  # the store is a DVC output: a wall-clock stamp would change it every run
@@ -172,8 +239,13 @@ def agreement(reflections: list[dict], judged: list[dict], export: Path, cfg: Ag
     pairs = Counter((by_repeat[0].get(a), h) for a, h in reference.items() if a in validation)
     confusion = {j: {h: pairs[(j, h)] for h in LABELS} for j in LABELS}
     failures = sum(1 for j in judged if j["verdict"] is None)
+    cal = ({k: calibration[k] for k in ("kappa", "ci_low", "ci_high", "n", "concordance")}
+           if calibration else {"kappa": None, "n": 0, "note": "no reviewed train reflection"})
     return {"judge": judge_cfg.name, "judge_kind": judge_cfg.kind, "judge_prompt_versions": versions,
             "repeats": judge_cfg.repeats, "judge_failures": failures,
+            "calibration_split": "train", "calibration": cal, "final_split": "validation",
+            "reviews_provenance": provenance,
+            "judge_spread": judge_spread(judge_cfg, result["repeats"], _accept_rates(judged, validation)),
             "reviewed_validation": sum(1 for a in reference if a in validation),
             "reviewed_outside_validation": sum(1 for a in reference if a not in validation), **result}, confusion
 

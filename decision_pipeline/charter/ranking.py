@@ -41,19 +41,26 @@ def judge_summary(records: list[dict], items: dict[str, dict]) -> dict:
 
 
 def rank(candidates: dict[str, dict]) -> list[dict]:
-    """One row per candidate, ranked: affordable first (quality order), then unaffordable.
+    """One row per candidate, ranked: the affordable pool in quality order, then the
+    screened-out ones (over the GPU-hour budget: never reflected nor judged, so no quality
+    numbers; listed with their GPU-hours).
 
-    Each input value has the judge summary plus ``gpu_hours`` (None = no GPU, e.g. a
-    rule-based reference) and ``affordable``."""
+    Each input value has the judge summary (or the screened-out marker) plus ``gpu_hours``
+    (None = no GPU, e.g. a rule-based reference) and ``affordable``."""
     def key(name: str) -> tuple:
         c = candidates[name]
-        return (not c["affordable"], -(c["accept_rate"] or 0.0), -(c["mean_score"] or 0.0), name)
+        if not c["affordable"]:
+            return (True, 0.0, 0.0, name)
+        return (False, -(c["accept_rate"] or 0.0), -(c["mean_score"] or 0.0), name)
     rows = []
     for i, name in enumerate(sorted(candidates, key=key), start=1):
         c = candidates[name]
-        rows.append({"rank": i, "candidate": name, "kind": c["kind"], "prompt_version": c["prompt_version"],
-                     "accept_rate": c["accept_rate"], "mean_score": c["mean_score"],
-                     "accept_rate_by_safety": c["accept_rate_by_safety"], "dimension_means": c["dimension_means"],
-                     "judge_failures": c["judge_failures"], "docs_per_s": c.get("docs_per_s"),
+        out = not c["affordable"]
+        rows.append({"rank": i, "candidate": name, "kind": c.get("kind", ""), "prompt_version": c.get("prompt_version"),
+                     "screened_out": out, "accept_rate": None if out else c["accept_rate"],
+                     "mean_score": None if out else c["mean_score"],
+                     "accept_rate_by_safety": c.get("accept_rate_by_safety") or {str(s): None for s in SAFETY_SCORES},
+                     "dimension_means": c.get("dimension_means") or {d: None for d in DIMENSIONS},
+                     "judge_failures": c.get("judge_failures", 0), "docs_per_s": c.get("docs_per_s"),
                      "gpu_hours": c.get("gpu_hours"), "affordable": c["affordable"]})
     return rows

@@ -43,11 +43,16 @@ EFFECTS: dict[str, tuple[str, str, int]] = {
     "summary": ("relevance", "cap", 3),                  # summarises instead of reflecting
     "formulaic_opener": ("voice_tone", "cap", 3),        # "This document ...", "In summary ..."
     "meta_language": ("charter_grounding", "cap", 3),    # names the charter / the task
-    "malformed_citation": ("charter_grounding", "cap", 2),  # not [X.Y], or a section the charter lacks
-    "verbose": ("specificity", "cap", 3),                # over the word limit
-    "mentions_truncation": ("voice_tone", "cap", 3),     # "the text is cut off ..."
 }
 REJECTS: frozenset[str] = frozenset({"wrong_voice", "missing_voice"})
+# prompt failure modes: detected and recorded with every judge record (the improver reads
+# them), but NOT hard checks -- the research's hard checks are exactly EFFECTS above; these
+# leave the scores to judgement.
+FAILURE_MODES: dict[str, str] = {
+    "malformed_citation": "a citation not in [X.Y] form, or a section the charter lacks",
+    "verbose": "over the word limit",
+    "mentions_truncation": "talks about the text being cut off",
+}
 Scores = dict[str, dict[str, int]]
 Flags = dict[str, list[str]]
 
@@ -103,8 +108,11 @@ def apply_effects(scores: Scores, flags: Flags) -> Scores:
     out = {v: dict(scores[v]) for v in VOICES}
     for voice, names in flags.items():
         for name in names:
+            if name in FAILURE_MODES:
+                continue  # recorded, no effect on the scores
             if name not in EFFECTS:
-                raise PipelineError(f"unknown hard-check flag '{name}'; known: {', '.join(EFFECTS)}")
+                raise PipelineError(f"unknown hard-check flag '{name}'; known: "
+                                    f"{', '.join([*EFFECTS, *FAILURE_MODES])}")
             dim, kind, value = EFFECTS[name]
             for d in (DIMENSIONS if dim == "*" else (dim,)):
                 out[voice][d] = value if kind == "floor" else min(out[voice][d], value)

@@ -12,7 +12,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.common.hashing import sha256_int, stable_split
+import hashlib
+
+from decision_pipeline.common.hashing import sha256_int
 from decision_pipeline.common.params import rule
 
 SAFETY_SCORES = tuple(range(6))
@@ -28,9 +30,11 @@ class SeedSampleParams:
 
 
 def seed_split(item_id: str, validation_fraction: float) -> str:
-    """train or validation by SHA-256 of the id: identical on every machine and run."""
-    return stable_split(item_id, {"train": 1.0 - validation_fraction, "validation": validation_fraction},
-                        salt="charter-seed")
+    """train or validation by the unsalted SHA-256 of the id, as the research split it:
+    the first 8 digest bytes as a big-endian int / 2**64 < 1 - validation_fraction -> train.
+    Identical on every machine and run, and reproducible with `sha256sum` alone."""
+    u = int.from_bytes(hashlib.sha256(item_id.encode("utf-8")).digest()[:8], "big") / 2**64
+    return "train" if u < 1.0 - validation_fraction else "validation"
 
 
 def clip_text(text: str, n_chars: int) -> str:
@@ -66,5 +70,8 @@ def sample_seed(docs: list[dict], cfg: SeedSampleParams, seed: int) -> list[dict
 def seed_counts(rows: list[dict]) -> dict:
     """Counts per safety score and split (the stage's metrics)."""
     c = Counter((r["safety_score"], r["split"]) for r in rows)
+    n_val = sum(v for (s, sp), v in c.items() if sp == "validation")
     return {"n": len(rows), "by_score": {str(s): {sp: c[(s, sp)] for sp in SPLITS} for s in SAFETY_SCORES},
-            "validation": sum(v for (s, sp), v in c.items() if sp == "validation")}
+            "validation": n_val, "train": len(rows) - n_val,
+            "validation_share": n_val / len(rows) if rows else None,
+            "split_rule": "unsalted sha256(id)[:8] as int / 2^64 < 1 - validation_fraction -> train"}

@@ -242,7 +242,7 @@ def charter_text(s: Store) -> list[str]:
         k, lo, hi = (s.number(AGREEMENT, key, nullable=True) for key in ("kappa", "ci_low", "ci_high"))
         if k is not None and lo is not None and hi is not None:
             spread = s.number(AGREEMENT, "kappa_spread", nullable=True) if s.has(AGREEMENT, "kappa_spread") else None
-            out.append(f"Judge vs human reviews: Cohen's kappa {k:.2f} (95% CI [{lo:.2f}, {hi:.2f}])"
+            out.append(f"Judge vs simulated reviews (held-out validation split): Cohen's kappa {k:.2f} (95% CI [{lo:.2f}, {hi:.2f}])"
                        + (f", spread over repeated judge runs {spread:.2f}" if spread is not None else "") + ".")
     files = [p for pat in CHARTER_METRICS for p in s.glob(pat)]
     return out + [f"Annotation-model selection metrics: {', '.join(files)}."]
@@ -315,7 +315,7 @@ SECTIONS: tuple[Section, ...] = (
             lambda s: [Fig("s1mb_scores", "S1MB task scores and Task Avg per model (metrics/s1mb/*.json); no CIs "
                            "are recorded.", D.s1mb_scores)]),
     Section("charter", "Annotation-model selection", CHARTER_METRICS, CHARTER_METRICS + CHARTER_PLOTS,
-            charter_text, (Headline("charter_judge_kappa", "judge vs human reviews, Cohen's kappa", AGREEMENT, "kappa",
+            charter_text, (Headline("charter_judge_kappa", "judge vs simulated reviews (validation), Cohen's kappa", AGREEMENT, "kappa",
                                     "ci_low", "ci_high", spec=".2f", optional=True, nullable=True),),
             charter_figs, key_sentences=2),
 )

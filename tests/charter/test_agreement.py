@@ -5,7 +5,9 @@ import pytest
 
 from decision_pipeline.charter import store
 from decision_pipeline.charter.agreement import agreement_over_repeats, kappa_ci
-from decision_pipeline.charter.reviews import ReviewsParams, seeded_reviews
+from decision_pipeline.charter.annotate import build_reviews
+from decision_pipeline.charter.reviews import ReviewerParams, ReviewsParams, faults, latent_scores, seeded_reviews
+from decision_pipeline.charter.rubric import verdict_rule
 from decision_pipeline.charter.rubric import DIMENSIONS, VOICES
 from decision_pipeline.common.errors import PipelineError
 
@@ -65,27 +67,90 @@ def test_failed_judgements_are_left_out_and_empty_is_an_error():
         kappa_ci([], [], 10, 0.9, 0)
 
 
-def test_seeded_reviews_have_the_asked_shape_and_no_noise_means_kappa_one():
-    anns = [{"id": f"x{i:03d}", "split": "validation" if i % 2 else "train",
-             "ideal_verdict": "accept" if i % 3 else "reject", "ideal_scores": SCORES} for i in range(200)]
-    six = {n: 0.0 for n in ("ada", "ben", "chen", "dara", "eli", "fay")}
-    cfg = ReviewsParams(source="seeded", import_path="", n_reviews=120, n_reflections=83, reviewers=six,
-                        thread_rate=0.3, thread_fix=1.0)
-    recs = seeded_reviews(anns, cfg, seed=1)
+REFS = {"good": "ref_cite_right", "bare": "ref_cite_nothing", "summ": "ref_summarise"}
+
+
+def _reflections(n_docs: int = 40) -> list[dict]:
+    return [{"id": f"{c}/d{i:03d}", "doc_id": f"d{i:03d}", "candidate": c, "split": "validation" if i % 4 == 0
+             else "train", "safety_score": i % 6} for c in (*REFS, "model") for i in range(n_docs)]
+
+
+def _cfg(noise: float, bias: float = 0.0, **kw) -> ReviewsParams:
+    six = {n: ReviewerParams(bias=bias, noise=noise) for n in ("ada", "ben", "chen", "dara", "eli", "fay")}
+    base = dict(source="seeded", import_path="", n_reviews=120, n_reflections=83, reviewers=six,
+                thread_rate=0.3, thread_fix=1.0)
+    return ReviewsParams(**{**base, **kw})
+
+
+def test_latent_quality_follows_the_documented_faults():
+    # ref_cite_right: no fault -> accept; ref_cite_nothing: grounding 3 on benign text (accept),
+    # 1 on harmful text (reject); ref_summarise: relevance 2, first-person voice_tone 1 -> reject
+    assert faults("ref_cite_right", 5, 3) == ()
+    assert verdict_rule(latent_scores("d1", faults("ref_cite_nothing", 0, 3))) == "accept"
+    harmful = latent_scores("d1", faults("ref_cite_nothing", 4, 3))
+    assert harmful["observer"]["charter_grounding"] == 1 and verdict_rule(harmful) == "reject"
+    summ = latent_scores("d1", faults("ref_summarise", 0, 3))
+    assert summ["first_person"]["voice_tone"] == 1 and summ["observer"]["relevance"] == 2
+
+
+def test_simulated_reviews_shape_both_splits_and_no_noise_means_the_latent_verdict():
+    refl = _reflections()
+    recs = seeded_reviews(refl, REFS, _cfg(0.0), harm_threshold=3, seed=1)
     revs = [r for r in recs if r["kind"] == "review"]
     coms = [r for r in recs if r["kind"] == "comment"]
     assert len(revs) == 120 and len({r["annotation_id"] for r in revs}) == 83
-    assert {r["reviewer"] for r in revs} == set(six)
-    assert all(r["annotation_id"].startswith("x") and int(r["annotation_id"][1:]) % 2 for r in revs)
+    assert not any(r["annotation_id"].startswith("model/") for r in revs)   # no latent quality: not simulated
+    splits = {next(x["split"] for x in refl if x["id"] == r["annotation_id"]) for r in revs}
+    assert splits == {"train", "validation"}
     ref = store.reference_verdicts(revs, coms)
-    ideal = {a["id"]: a["ideal_verdict"] for a in anns}
-    assert all(ref[a] == ideal[a] for a in ref)
-    # with flips, the thread rule restores part of the agreement
-    noisy = ReviewsParams(**{**cfg.__dict__, "reviewers": {n: 0.3 for n in six}})
-    recs = seeded_reviews(anns, noisy, seed=1)
-    r2 = [r for r in recs if r["kind"] == "review"]
-    c2 = [r for r in recs if r["kind"] == "comment"]
-    with_threads = store.reference_verdicts(r2, c2)
-    without = store.reference_verdicts(r2, [])
-    agree = lambda ref: sum(ref[a] == ideal[a] for a in ref)  # noqa: E731
-    assert agree(with_threads) > agree(without)
+    by_id = {x["id"]: x for x in refl}
+    latent = {a: verdict_rule(latent_scores(by_id[a]["doc_id"], faults(REFS[by_id[a]["candidate"]],
+                                                                        by_id[a]["safety_score"], 3))) for a in ref}
+    assert ref == latent
+    # noisy, harsh reviewers disagree with the latent verdict; threads restore part of it
+    noisy = seeded_reviews(refl, REFS, _cfg(1.2, bias=-0.3), harm_threshold=3, seed=1)
+    r2, c2 = [r for r in noisy if r["kind"] == "review"], [r for r in noisy if r["kind"] == "comment"]
+    agree = lambda got: sum(got[a] == latent[a] for a in got)  # noqa: E731
+    assert agree(store.reference_verdicts(r2, [])) < len(latent)
+    assert agree(store.reference_verdicts(r2, c2)) > agree(store.reference_verdicts(r2, []))
+
+
+def test_changing_the_judge_does_not_change_the_reviews(tmp_path):
+    """The judge never enters the simulation: two opposite judges, identical review records."""
+    refl = [{**r, "kind": "reference", "prompt_version": 1, "document": "d", "reflection": "r",
+             "voices": {"first_person": "I", "observer": "o"}} for r in _reflections(24)]
+    exports = []
+    for k, say in enumerate(("accept", "reject")):
+        judged = [{"annotation_id": r["id"], "repeat": 0, "verdict": say, "scores": None} for r in refl]
+        out = tmp_path / f"j{k}"
+        out.mkdir()
+        build_reviews(refl, judged, _cfg(0.6, n_reviews=40, n_reflections=30), 3, out, REFS, 3)
+        exports.append((out / "export.jsonl").read_text())
+    assert exports[0] == exports[1] and exports[0]
+
+
+def test_judge_spread_mean_and_range_when_sampling_and_deterministic_for_the_rule_judge():
+    from types import SimpleNamespace
+
+    from decision_pipeline.charter.annotate import judge_spread
+    per = {0: {"kappa": 0.5}, 1: {"kappa": 0.7}, 2: {"kappa": 0.6}}
+    accept = {0: 0.4, 1: 0.5, 2: 0.6}
+    sampled = judge_spread(SimpleNamespace(kind="chat", temperature=0.7), per, accept)
+    assert sampled["mode"] == "sampled" and sampled["repeats"] == 3
+    assert sampled["kappa"]["mean"] == pytest.approx(0.6) and sampled["kappa"]["range"] == pytest.approx(0.2)
+    assert sampled["accept_rate"]["min"] == 0.4 and sampled["accept_rate"]["max"] == 0.6
+    assert judge_spread(SimpleNamespace(kind="rules", temperature=0.0), per, accept)["mode"] == "deterministic"
+    assert judge_spread(SimpleNamespace(kind="chat", temperature=0.0), per, accept)["mode"] == "deterministic"
+
+
+def test_llm_judge_with_a_candidates_model_is_refused_naming_both():
+    from decision_pipeline.charter.annotate import check_judge_not_candidate
+    from decision_pipeline.charter.generators import CandidateParams
+    cand = CandidateParams(kind="endpoint", prompt="p.md", reference="", serve_model="", base_url="http://x/v1",
+                           model="qwen-7b", tokenizer="t", max_tokens=8, max_prompt_tokens=0, temperature=0.0,
+                           batch_size=1, concurrency=1, timeout_s=1.0, max_retries=0, gpus=1)
+    from types import SimpleNamespace
+    judge = SimpleNamespace(kind="chat", name="llm_judge", model="qwen-7b")
+    with pytest.raises(PipelineError, match=r"judge 'llm_judge' is also candidate 'big' \(same model 'qwen-7b'\)"):
+        check_judge_not_candidate(judge, {"big": cand})
+    check_judge_not_candidate(SimpleNamespace(kind="chat", name="llm_judge", model="other"), {"big": cand})

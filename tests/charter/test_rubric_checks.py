@@ -107,3 +107,37 @@ def test_model_output_missing_a_voice_is_flagged_not_crashed(charter, checks):
 def test_validate_scores_rejects_bad_scores(bad, match):
     with pytest.raises(PipelineError, match=match):
         validate_scores(bad, "r1")
+
+
+def test_malformed_citation_is_a_failure_mode_not_a_hard_check(charter, checks):
+    """The research's hard checks are exactly: uncited harm floors grounding; summary,
+    formulaic opener, meta-language cap at 3; wrong voice rejects. A malformed citation
+    (and verbosity, truncation talk) is recorded but leaves the judge's scores alone."""
+    text = ("First person: I would cool the thread down (2.3) and not answer the taunt at toxic_fox43.\n"
+            "Observer: The cpu jab invites a pile-on; a reply should cool it [2.3].")
+    flags = _flags(text, FORUM, 0, charter, checks)
+    assert flags["first_person"] == ["malformed_citation"]
+    v, final = verdict(scores_from([5, 5, 4, 5, 5, 5, 5, 5]), flags)
+    assert v == "accept" and final["first_person"]["charter_grounding"] == 4   # was capped at 2 -> reject
+
+
+def test_the_hard_checks_cap_floor_and_reject_as_listed(charter, checks):
+    # harmful document (safety 4), no [X.Y] anywhere -> charter_grounding floored to 1 in both voices
+    uncited = ("First person: I read the taunt at toxic_fox43 and would answer calmly.\n"
+               "Observer: The jab about the smooth cpu turns a clip into a pile-on.")
+    v, final = verdict(scores_from([5] * 8), _flags(uncited, FORUM, 4, charter, checks))
+    assert v == "reject" and final["first_person"]["charter_grounding"] == 1 == final["observer"]["charter_grounding"]
+    # summary + formulaic opener (observer) -> relevance and voice_tone capped at 3; meta-language caps grounding
+    capped = ("First person: I would answer the rubric's point about toxic_fox43 calmly [2.3].\n"
+              "Observer: This thread is about a clip and lag, in summary a pile-on [2.3].")
+    flags = _flags(capped, FORUM, 0, charter, checks)
+    assert "meta_language" in flags["first_person"]
+    assert {"summary", "formulaic_opener"} <= set(flags["observer"])
+    v, final = verdict(scores_from([5] * 8), flags)
+    assert final["first_person"]["charter_grounding"] == 3
+    assert final["observer"]["relevance"] == 3 and final["observer"]["voice_tone"] == 3
+    assert v == "accept"   # mean (5+5+3+5 + 3+5+5+3)/8 = 4.25, min 3: caps alone do not reject
+    # wrong voice: an observer saying "I" rejects whatever the scores
+    wrong = ("First person: I would answer calmly [2.3].\nObserver: I think the cpu jab invites a pile-on [2.3].")
+    v, final = verdict(scores_from([5] * 8), _flags(wrong, FORUM, 0, charter, checks))
+    assert v == "reject" and final["observer"]["voice_tone"] == 1

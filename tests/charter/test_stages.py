@@ -42,6 +42,7 @@ def work(tmp_path, monkeypatch):
 def run_refs(names) -> None:
     assert seed_sample.main([]) == 0
     for n in names:
+        assert throughput.main([n]) == 0  # the cost screen runs first and gates reflect/judge
         assert reflect.main([n]) == 0
         assert judge.main([n]) == 0
 
@@ -57,7 +58,12 @@ def test_reference_run_ranks_in_known_order_with_kappa(work, capsys):
     ranking = json.loads(Path("metrics/charter/ranking.json").read_text())
     assert ranking["order"] == ["ref_cite_right", "ref_cite_nothing", "ref_summarise"]
     agree = json.loads(Path("metrics/charter/judge_agreement.json").read_text())
-    assert agree["n"] == params["reviews"]["n_reflections"] and agree["kappa_spread"] == 0.0
+    revs = json.loads(Path("metrics/charter/reviews.json").read_text())
+    assert agree["n"] == revs["reviewed_by_split"]["validation"] and agree["kappa_spread"] == 0.0
+    assert sum(revs["reviewed_by_split"].values()) == params["reviews"]["n_reflections"]
+    assert agree["calibration_split"] == "train" and agree["calibration"]["n"] == revs["reviewed_by_split"]["train"]
+    assert agree["final_split"] == "validation" and agree["reviews_provenance"].startswith("simulated reviews")
+    assert agree["judge_spread"]["mode"] == "deterministic" and agree["judge_spread"]["kappa"]["range"] == 0.0
     assert -1 <= agree["kappa"] <= 1 and agree["ci_low"] <= agree["kappa"] <= agree["ci_high"]
     assert all(Path(f"plots/charter/{p}.png").stat().st_size > 0 for p in
                ("cost_vs_quality", "quality_ranking", "quality_by_dimension", "robustness_by_safety",
@@ -77,6 +83,8 @@ def test_unreachable_candidate_endpoint_is_one_line_and_writes_nothing(work, cap
         "max_retries": 0, "gpus": 1}
     Path("params.yaml").write_text(yaml.safe_dump(params))
     assert seed_sample.main([]) == 0
+    Path("metrics/charter/throughput").mkdir(parents=True, exist_ok=True)   # passed the cost screen
+    Path("metrics/charter/throughput/far.json").write_text(json.dumps({"affordable": True, "gpu_hours": 1.0}))
     capsys.readouterr()
     assert reflect.main(["far"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -118,3 +126,39 @@ def test_bad_imported_review_stops_reviews_and_keeps_no_partial_store(work, caps
     err = capsys.readouterr().err
     assert "reviews/export.jsonl:1: score 'observer.voice_tone' = 9 is outside 1-5" in err
     assert not Path("data/reviews").exists() and not Path("metrics/charter/reviews.json").exists()
+
+
+def test_screened_out_candidate_is_neither_reflected_nor_judged_and_ranked_as_screened_out(work):
+    tmp, params = work
+    names = list(params["reflect"]["candidates"])
+    run_refs(names[:2])
+    assert seed_sample.main([]) == 0
+    # a throughput record over budget (as throughput@ writes for an unaffordable endpoint)
+    Path("metrics/charter/throughput").mkdir(parents=True, exist_ok=True)
+    Path(f"metrics/charter/throughput/{names[2]}.json").write_text(json.dumps(
+        {"candidate": names[2], "kind": "endpoint", "docs_per_s": 0.5, "gpu_hours": 57095.6, "affordable": False,
+         "budget_gpu_hours": 20000.0}))
+    assert reflect.main([names[2]]) == 0 and judge.main([names[2]]) == 0
+    assert Path(f"data/charter/reflect/{names[2]}.jsonl").read_text() == ""
+    assert Path(f"data/charter/judge/{names[2]}.jsonl").read_text() == ""
+    marker = json.loads(Path(f"metrics/charter/judge/{names[2]}.json").read_text())
+    assert marker["screened_out"] and marker["gpu_hours"] == 57095.6
+    assert reviews.main([]) == 0 and judge_agreement.main([]) == 0 and rank_generators.main([]) == 0
+    ranking = json.loads(Path("metrics/charter/ranking.json").read_text())
+    assert ranking["order"][-1] == names[2] and ranking["screened_out"] == {names[2]: 57095.6}
+    row = ranking["rows"][names[2]]
+    assert row["screened_out"] and row["accept_rate"] is None
+    assert not ranking["rows"][names[0]]["screened_out"]
+
+
+def test_judge_that_is_a_candidate_is_one_error_naming_both(work, capsys):
+    tmp, params = work
+    run_refs(["ref_cite_right"])
+    params["judge"]["name"] = "ref_cite_right"
+    Path("params.yaml").write_text(yaml.safe_dump(params))
+    capsys.readouterr()
+    before = Path("data/charter/judge/ref_cite_right.jsonl").read_text()
+    assert judge.main(["ref_cite_right"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "judge 'ref_cite_right' is also candidate 'ref_cite_right'" in err[0]
+    assert Path("data/charter/judge/ref_cite_right.jsonl").read_text() == before   # nothing rewritten

@@ -10,7 +10,7 @@ from review_helpers import filled_form, make_annotations, url
 
 from decision_pipeline.charter.annotate import AgreementParams, agreement, build_reviews
 from decision_pipeline.charter.checks import split_voices
-from decision_pipeline.charter.reviews import ReviewsParams
+from decision_pipeline.charter.reviews import ReviewerParams, ReviewsParams
 from decision_pipeline.review_ui import queries
 from decision_pipeline.review_ui.__main__ import main
 
@@ -38,7 +38,7 @@ def test_ui_reviews_drive_kappa(tmp_path, monkeypatch, ada, ben, store_path):
                                                       **dict.fromkeys(val[3:], "reject")}))
               for a, v in verdicts.items()]
     cfg = ReviewsParams(source="import", import_path=str(export), n_reviews=1, n_reflections=1,
-                        reviewers={"x": 0.0, "y": 0.0}, thread_rate=0.0, thread_fix=0.0)
+                        reviewers={"x": ReviewerParams(0.0, 0.0), "y": ReviewerParams(0.0, 0.0)}, thread_rate=0.0, thread_fix=0.0)
     out = tmp_path / "reviews_stage"
     out.mkdir()
     counts = build_reviews(reflections, judged, cfg, 0, out)
