@@ -68,7 +68,7 @@ class StepTimer(TrainerCallback):
 
 def tiny_inputs(root: Path) -> tuple[str, list[dict], list[dict]]:
     """A locally built tokenizer + 2-layer model, questions and teacher chains (no data needed)."""
-    from decision_pipeline.decision.families import reasoning_text
+    from decision_pipeline.questions.families import reasoning_text
     from decision_pipeline.decision.item_splits import build_questions
     from decision_pipeline.lm.bpe import question_chats, train_bpe, wrap_fast
     from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model

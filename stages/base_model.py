@@ -17,7 +17,7 @@ from decision_pipeline.common.io import atomic_dir, write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.decision.base_model import BaseModelParams, assess_base, base_source, prepare_base, write_base
-from decision_pipeline.decision.questions import load_split
+from decision_pipeline.questions.schema import load_split
 
 
 @stage_main

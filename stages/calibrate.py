@@ -21,7 +21,7 @@ from decision_pipeline.common.params import load_base, load_section, stage_parse
 from decision_pipeline.decision.answering import AnsweringParams, answer_questions
 from decision_pipeline.decision.calibration import CalibrateParams, calibrate_answers
 from decision_pipeline.decision.evaluation import EvaluateParams
-from decision_pipeline.decision.questions import load_split
+from decision_pipeline.questions.schema import load_split
 from decision_pipeline.lm.runtime import RuntimeParams
 
 

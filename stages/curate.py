@@ -19,7 +19,7 @@ from decision_pipeline.common.params import load_base, load_section, stage_parse
 from decision_pipeline.curation.classifier import save_model
 from decision_pipeline.curation.documents import validate_pool
 from decision_pipeline.curation.pipeline import SCORES_SCHEMA, SELECTIONS, CurateParams, curate
-from decision_pipeline.decision.questions import load_items
+from decision_pipeline.questions.schema import load_items
 from decision_pipeline.lm.bpe import load_tokenizer
 
 

@@ -20,7 +20,7 @@ from decision_pipeline.common.params import load_base, load_section, stage_parse
 from decision_pipeline.common.temperatures import read_temperatures
 from decision_pipeline.decision.answering import answer_questions
 from decision_pipeline.decision.evaluation import EvaluateParams, answer_records, evaluate_records
-from decision_pipeline.decision.questions import load_items
+from decision_pipeline.questions.schema import load_items
 from decision_pipeline.lm.runtime import RuntimeParams
 from decision_pipeline.reporting.plots import plot_accuracy_grid, plot_reliability, plot_routing_curve
 

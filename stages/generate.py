@@ -21,8 +21,9 @@ from decision_pipeline.common.hashing import stable_subset
 from decision_pipeline.common.io import write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.generation import GenerateParams, generate_to_log
-from decision_pipeline.decision.questions import load_split
+from decision_pipeline.decision.generate_run import generate_to_log
+from decision_pipeline.decision.generation import GenerateParams
+from decision_pipeline.questions.schema import load_split
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import load_model
 from decision_pipeline.lm.runtime import RuntimeParams

@@ -14,7 +14,7 @@ import torch
 from decision_pipeline.common.io import write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.launch import LaunchParams, finish, threads_per_process, train_here
+from decision_pipeline.lm.launch import LaunchParams, finish, threads_per_process, train_here
 from decision_pipeline.decision.sft_run import sweep_point
 from decision_pipeline.decision.lr_choice import LrSweepParams
 from decision_pipeline.decision.sft_trainer import SFTParams

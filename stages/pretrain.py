@@ -24,7 +24,7 @@ from decision_pipeline.common.fingerprint import claim_work_dir, code_fingerprin
 from decision_pipeline.common.io import atomic_dir, read_json, read_table, write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, read_params_file, stage_parser
-from decision_pipeline.decision.launch import (LaunchParams, finish, is_main, on_main_then_all, threads_per_process,
+from decision_pipeline.lm.launch import (LaunchParams, finish, is_main, on_main_then_all, threads_per_process,
                                                train_here)
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm import model as model_module

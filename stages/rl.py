@@ -25,8 +25,8 @@ from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.decision import rl_rewards, rl_trainer
 from decision_pipeline.decision.adapters import save_adapter_and_merged
-from decision_pipeline.decision.launch import LaunchParams, finish, threads_per_process, train_here
-from decision_pipeline.decision.questions import load_items
+from decision_pipeline.lm.launch import LaunchParams, finish, threads_per_process, train_here
+from decision_pipeline.questions.schema import load_items
 from decision_pipeline.decision.rl_metrics import round_rows, run_summary
 from decision_pipeline.decision.rl_trainer import RLParams, check_lora_targets, fingerprint_parts, train_grpo
 from decision_pipeline.lm.bpe import load_tokenizer

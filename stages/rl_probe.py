@@ -18,7 +18,7 @@ from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl, wri
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.decision.answering import readout
-from decision_pipeline.decision.questions import load_items
+from decision_pipeline.questions.schema import load_items
 from decision_pipeline.decision.rl_probe import ProbeSampling, RlProbeParams, candidates, probe_log, probe_metrics, probe_rows
 from decision_pipeline.decision.rl_trainer import RLParams
 from decision_pipeline.lm.bpe import load_tokenizer

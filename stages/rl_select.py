@@ -14,7 +14,7 @@ import time
 from decision_pipeline.common.io import read_json, read_jsonl, write_json, write_jsonl
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.questions import load_items
+from decision_pipeline.questions.schema import load_items
 from decision_pipeline.decision.rl_select import RlSelectParams, select_questions
 
 

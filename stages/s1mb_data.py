@@ -14,7 +14,7 @@ from decision_pipeline.bench.data import S1mbDataParams, bench_metrics, build_be
 from decision_pipeline.common.io import write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.questions import load_split
+from decision_pipeline.questions.schema import load_split
 
 
 @stage_main

@@ -19,7 +19,7 @@ from decision_pipeline.common.io import atomic_dir, read_json, write_json, write
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.decision.adapters import save_adapter_and_merged
-from decision_pipeline.decision.launch import LaunchParams, finish, threads_per_process, train_here
+from decision_pipeline.lm.launch import LaunchParams, finish, threads_per_process, train_here
 from decision_pipeline.decision.sft_run import run_sft
 from decision_pipeline.decision.sft_trainer import SFTParams
 from decision_pipeline.lm.bpe import load_tokenizer

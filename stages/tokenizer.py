@@ -13,7 +13,7 @@ from decision_pipeline.common.io import atomic_dir, read_table, write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_section, stage_parser
 from decision_pipeline.curation.decontaminate import decontaminate, held_out_questions
-from decision_pipeline.decision.questions import load_items, load_split
+from decision_pipeline.questions.schema import load_items, load_split
 from decision_pipeline.lm.bpe import TokenizerParams, train_pipeline_tokenizer
 
 

@@ -26,7 +26,7 @@ def questions() -> list[dict]:
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory, questions) -> str:
     """A saved tokenizer + 1-layer Qwen2 model directory, as the pipeline writes them."""
-    from decision_pipeline.decision.families import reasoning_text
+    from decision_pipeline.questions.families import reasoning_text
     from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model
     from decision_pipeline.lm.bpe import train_bpe, wrap_fast
     from decision_pipeline.lm.bpe import question_chats

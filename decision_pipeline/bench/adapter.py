@@ -73,7 +73,7 @@ from decision_pipeline.bench.s1mb import TASKS, Case, Prediction, Question, chec
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import read_json
 from decision_pipeline.common.params import rule
-from decision_pipeline.decision.questions import LABELS
+from decision_pipeline.questions.schema import LABELS
 from decision_pipeline.lm.readout import softmax
 
 __all__ = [

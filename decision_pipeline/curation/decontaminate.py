@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from decision_pipeline.decision.questions import list_parts
+from decision_pipeline.questions.schema import list_parts
 
 _WORDS = re.compile(r"[^\w]+")
 

@@ -24,7 +24,7 @@ from decision_pipeline.common.hashing import make_rng
 from decision_pipeline.common.io import iter_jsonl
 from decision_pipeline.common.params import rule
 from decision_pipeline.curation import _lexicon as lx
-from decision_pipeline.decision.families import reasoning_text
+from decision_pipeline.questions.families import reasoning_text
 from decision_pipeline.curation._grammar import CLEAN_GENERATORS, REGISTERS, Draw, near_dup_text, noise_text
 from decision_pipeline.curation.heldout import drop_near_duplicates, split_external
 from decision_pipeline.curation.minhash import MinhashParams

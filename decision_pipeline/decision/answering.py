@@ -16,7 +16,7 @@ from decision_pipeline.common.params import rule
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.prompts import (chain_until_close, label_ids, post_chain_prefix, readout_prefix,
                                      thinking_prefix)
-from decision_pipeline.decision.questions import THINK_OPEN, gold_index
+from decision_pipeline.questions.schema import THINK_OPEN, gold_index
 from decision_pipeline.lm.backends import BACKENDS, Backend, SamplingSettings, backend_for_model
 
 

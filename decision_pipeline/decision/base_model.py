@@ -19,7 +19,7 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import stable_subset
 from decision_pipeline.common.params import rule
 from decision_pipeline.decision.prompts import encode, thinking_prefix
-from decision_pipeline.decision.questions import LABELS, THINK_CLOSE, gold_index
+from decision_pipeline.questions.schema import LABELS, THINK_CLOSE, gold_index
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import count_params, load_model
 from decision_pipeline.lm.readout import continuation_nll

@@ -16,7 +16,7 @@ import numpy as np
 from decision_pipeline.common import stats
 from decision_pipeline.common.params import rule
 from decision_pipeline.decision.answering import readout_summary
-from decision_pipeline.decision.questions import gold_index
+from decision_pipeline.questions.schema import gold_index
 
 
 LOWER_BOUND, UPPER_BOUND = 0.05, 20.0  # the temperature search range

@@ -29,7 +29,7 @@ from decision_pipeline.common.io import iter_jsonl
 from decision_pipeline.common.log import progress
 from decision_pipeline.common.params import rule
 from decision_pipeline.decision.parsing import parse_with_reason, unparsed_by_reason
-from decision_pipeline.decision.questions import THINK_CLOSE, THINK_OPEN, gold_index
+from decision_pipeline.questions.schema import THINK_CLOSE, THINK_OPEN, gold_index
 
 DEFAULT_LOOKUP_PATTERNS: list[str] = [
     r"\bI (?:have |had |just )?(?:found|saw|came across|read|located)\b[^.\n]{0,80}?"

@@ -13,7 +13,7 @@ from decision_pipeline.common.params import rule
 from decision_pipeline.decision import metrics as dm
 from decision_pipeline.decision.answering import AnsweringParams
 from decision_pipeline.decision.parsing import parse_with_reason, unparsed_by_reason
-from decision_pipeline.decision.questions import THINK_OPEN
+from decision_pipeline.questions.schema import THINK_OPEN
 
 
 @dataclass

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from transformers import PreTrainedTokenizerBase
@@ -20,9 +19,8 @@ from decision_pipeline.common.fingerprint import model_fingerprint, run_fingerpr
 from decision_pipeline.common.io import JsonlAppender
 from decision_pipeline.common.params import rule
 from decision_pipeline.decision.prompts import encode, thinking_prefix
-from decision_pipeline.decision.questions import LABELS, THINK_OPEN, assistant_answer, gold_index
+from decision_pipeline.questions.schema import LABELS, THINK_OPEN, assistant_answer, gold_index
 from decision_pipeline.lm.backends import BACKENDS, Backend, Completion, SamplingSettings, make_backend
-from decision_pipeline.lm.backends.openai import TokenCapReached
 
 
 @dataclass
@@ -176,59 +174,6 @@ def teacher_accounting(records: Sequence[dict], questions_by_id: Mapping[str, di
     return {"source": p.teacher, "chains": len(teacher), "tokens_in": tokens_in, "tokens_out": tokens_out,
             "estimated_usd": round(cost, 4) if priced else 0.0, "token_cap": p.teacher_token_cap,
             "stopped_by_cap": stopped_by_cap}
-
-
-def start_log(out: Path, fingerprint: str) -> None:
-    """Params or base model changed: the old chains are not resumable, so drop them and record the new run."""
-    from decision_pipeline.decision.sharding import clear_logs  # sharding builds on generate_chains above
-    out.mkdir(parents=True, exist_ok=True)
-    clear_logs(out)
-    tmp = out / "fingerprint.tmp"
-    tmp.write_text(fingerprint + "\n")
-    tmp.replace(out / "fingerprint.txt")
-
-
-def generate_to_log(p: GenerateParams, seed: int, model, tok: PreTrainedTokenizerBase, model_dir: str,
-                    questions: Sequence[dict], out_dir: str | Path, started: float) -> dict:
-    """Fill `out_dir`/chains.jsonl (resuming a run of the same params and model) and return the metrics.
-
-    A log written for other params or another base model is discarded first (its
-    fingerprint is kept beside it). The base model's chains are spread over
-    `p.workers` processes, each with its own shard log; the teacher's follow in this
-    process; `chains.jsonl` is written once, whole, when every chain is in. With
-    `metrics["stopped_early"]` (deadline or teacher token cap) the shard logs are
-    complete up to a chunk boundary, no `chains.jsonl` is written, and a rerun resumes.
-    """
-    from decision_pipeline.decision import sharding  # sharding builds on generate_chains above
-    out = Path(out_dir)
-    fp = log_fingerprint(p, seed, model_dir)
-    fp_file = out / "fingerprint.txt"
-    stale = not fp_file.exists() or fp_file.read_text().strip() != fp
-    logged = [] if stale else sharding.logged_records(out)
-    # the teacher first: an unreachable endpoint fails before anything in `out_dir` is written
-    teacher = teacher_source(p, tok, teacher_spent(logged))
-    if stale:
-        start_log(out, fp)
-    settings = SamplingSettings(max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
-                                n=p.k, seed=seed, stop_token_ids=(tok.eos_token_id,))
-    deadline = started + 60 * p.deadline_minutes if p.deadline_minutes else None
-    workers = sharding.Workers(model_dir, p.backend, p.batch_size, p.threads, p.workers)
-    try:
-        stats = sharding.generate_sharded(out, "base", questions, settings, tok, p.chunk, workers, model, deadline)
-        if not stats["stopped_early"] and p.teacher != "none":
-            chains = sharding.generate_in_process(out, "teacher", teacher, questions, settings, tok, p.chunk,
-                                                  deadline, desc="generate teacher")
-            stats = sharding.combine([stats, chains], parallel=False)
-    except TokenCapReached as exc:
-        return {"stopped_early": True, "records": len(sharding.logged_ids(out)), "stopped_by": "token_cap",
-                "why": str(exc)}
-    if stats["stopped_early"]:
-        return {"stopped_early": True, "records": len(sharding.logged_ids(out)), "stopped_by": "deadline",
-                "why": f"deadline of {p.deadline_minutes} min reached"}
-    records = sharding.merge_logs(out)  # canonical order: a repaired, resumed or sharded log hashes the same
-    metrics = generation_metrics(records, questions, stats, len(logged), p)
-    metrics["teacher"] = teacher_accounting(records, {q["id"]: q for q in questions}, tok, p, False)
-    return metrics
 
 
 def canonical_order(records: list[dict]) -> list[dict]:

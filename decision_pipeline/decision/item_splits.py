@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_random, stable_split
 from decision_pipeline.common.params import rule
-from decision_pipeline.decision import families
-from decision_pipeline.decision.families import FAMILIES
-from decision_pipeline.decision.questions import load_external_questions, normalised_key, to_row, validate_question
+from decision_pipeline.questions import families
+from decision_pipeline.questions.families import FAMILIES
+from decision_pipeline.questions.schema import load_external_questions, normalised_key, to_row, validate_question
 
 # pool: SFT (and the tokenizer); rl: fresh questions only RL sees; dev / eval / calibration: held out
 SPLITS = ("pool", "rl", "dev", "eval", "calibration")

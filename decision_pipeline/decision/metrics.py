@@ -15,7 +15,7 @@ from typing import Any, Union
 import numpy as np
 
 from decision_pipeline.common import stats
-from decision_pipeline.decision.questions import gold_index
+from decision_pipeline.questions.schema import gold_index
 
 Table = dict[str, np.ndarray]
 Curve = list[dict]

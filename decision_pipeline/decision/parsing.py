@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from decision_pipeline.decision.questions import LABELS, THINK_CLOSE, THINK_OPEN
+from decision_pipeline.questions.schema import LABELS, THINK_CLOSE, THINK_OPEN
 
 _ANSWER = re.compile(r"Answer:\s*([A-H])\b")
 

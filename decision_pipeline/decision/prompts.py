@@ -13,7 +13,7 @@ from typing import Sequence
 
 from transformers import PreTrainedTokenizerBase
 
-from decision_pipeline.decision.questions import ANSWER_PREFIX, THINK_CLOSE, THINK_OPEN, label_tokens, user_message
+from decision_pipeline.questions.schema import ANSWER_PREFIX, THINK_CLOSE, THINK_OPEN, label_tokens, user_message
 
 
 def chat_prefix(tok: PreTrainedTokenizerBase, q: dict) -> str:

@@ -26,7 +26,7 @@ from decision_pipeline.common.params import rule
 from decision_pipeline.decision import sharding
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.prompts import chain_until_close
-from decision_pipeline.decision.questions import gold_index
+from decision_pipeline.questions.schema import gold_index
 from decision_pipeline.lm.backends import BACKENDS, SamplingSettings
 
 SOURCE = "sft"

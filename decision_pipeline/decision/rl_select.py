@@ -32,7 +32,7 @@ from decision_pipeline.common import stats
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_random
 from decision_pipeline.common.params import rule
-from decision_pipeline.decision.questions import gold_index, normalised_key
+from decision_pipeline.questions.schema import gold_index, normalised_key
 
 RULES = ("heldout_twin", "duplicate", "fresh_seen", "too_few_correct", "too_many_correct", "gold_prob_low",
          "gold_prob_high", "mix_ratio")

@@ -34,7 +34,7 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import JsonlAppender, read_jsonl, write_jsonl, write_text_atomic
 from decision_pipeline.common.log import info
 from decision_pipeline.common.params import rule
-from decision_pipeline.decision.launch import (CpuProcessesResume, LaunchParams, barrier, consolidated,
+from decision_pipeline.lm.launch import (CpuProcessesResume, LaunchParams, barrier, consolidated,
                                                gather_objects, is_main, on_main_then_all, world_size)
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.rl_rewards import RewardParams, make_reward_funcs
@@ -178,7 +178,7 @@ def grpo_config(p: RLParams, seed: int, work_dir: str | Path) -> Any:
 def prompt_rows(tok: PreTrainedTokenizerBase, questions: Sequence[dict]) -> list[dict]:
     """GRPO dataset rows: the thinking prefix as text (TRL tokenizes it to exactly our ids) + reward columns."""
     from decision_pipeline.decision.prompts import chat_prefix
-    from decision_pipeline.decision.questions import THINK_OPEN, gold_index, target_vector
+    from decision_pipeline.questions.schema import THINK_OPEN, gold_index, target_vector
 
     return [{"prompt": chat_prefix(tok, q) + THINK_OPEN + "\n", "question_id": q["id"], "gold_index": gold_index(q),
              "target": target_vector(q), "task": q["task"]} for q in questions]
@@ -298,7 +298,7 @@ def train_grpo(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questions: 
     `registry` replaces the reward registry (tests use toy rewards on an untrained model)."""
     from datasets import Dataset
     from peft import LoraConfig
-    from decision_pipeline.decision.questions import THINK_CLOSE
+    from decision_pipeline.questions.schema import THINK_CLOSE
 
     work = Path(work_dir)
     on_main_then_all(lambda: claim_rl_work(work, fingerprint))

@@ -23,9 +23,9 @@ import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 from trl import SFTTrainer
 
-from decision_pipeline.decision.launch import CpuProcessesResume
+from decision_pipeline.lm.launch import CpuProcessesResume
 from decision_pipeline.decision.prompts import chat_prefix, encode, label_ids, readout_prefix
-from decision_pipeline.decision.questions import LABELS, gold_index, target_vector
+from decision_pipeline.questions.schema import LABELS, gold_index, target_vector
 
 MAX_LABELS = len(LABELS)
 

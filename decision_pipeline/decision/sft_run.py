@@ -25,8 +25,8 @@ from decision_pipeline.common.hashing import make_random, stable_subset
 from decision_pipeline.common.io import read_jsonl, write_json, write_text_atomic
 from decision_pipeline.common.log import info
 from decision_pipeline.decision import sft_data, sft_trainer
-from decision_pipeline.decision.launch import is_main, on_main_then_all
-from decision_pipeline.decision.questions import load_items
+from decision_pipeline.lm.launch import is_main, on_main_then_all
+from decision_pipeline.questions.schema import load_items
 from decision_pipeline.decision.sft_data import build_joint_examples
 from decision_pipeline.decision.lr_choice import LrSweepParams
 from decision_pipeline.decision.sft_trainer import SFTParams, dev_readout_metrics, parse_votes, train_joint

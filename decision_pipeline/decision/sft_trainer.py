@@ -14,7 +14,7 @@ from trl import SFTConfig
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import rule
 from decision_pipeline.decision.answering import readout, readout_summary
-from decision_pipeline.decision.launch import LaunchParams, consolidated, is_main, world_size
+from decision_pipeline.lm.launch import LaunchParams, consolidated, is_main, world_size
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.prompts import label_ids
 from decision_pipeline.decision.sft_data import MAX_LABELS, JointCollator, JointSFTTrainer

@@ -33,13 +33,11 @@ here (no GPU on the development machine).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import multiprocessing
 import os
 import queue
 import shutil
-import signal
 import time
 import traceback
 from dataclasses import dataclass
@@ -52,12 +50,12 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import JsonlAppender, iter_jsonl, repair_jsonl, write_jsonl
 from decision_pipeline.common.log import info, progress
 from decision_pipeline.decision.generation import canonical_order, generate_chains
+from decision_pipeline.lm.launch import die_with_parent
 from decision_pipeline.lm.backends import Backend, SamplingSettings, backend_for_model
 
 MERGED = "chains.jsonl"
 SHARD_DIR = "shards"
 LOCK_WAIT_SECONDS = 10.0
-PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -265,19 +263,9 @@ def run_workers(jobs: Sequence[ShardJob]) -> list[dict]:
     return [done[r] for r in sorted(done)]
 
 
-def _die_with_parent(parent: int) -> None:
-    """Ask Linux to SIGKILL this worker when the stage process dies, then check it has not already."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the log lock still refuses a second writer
-        pass
-    if os.getppid() != parent:
-        os._exit(1)
-
-
 def _worker(job: ShardJob, results, parent: int) -> None:
     """One worker: own GPU (if any), fixed thread count, own model copy, own shard log."""
-    _die_with_parent(parent)
+    die_with_parent(parent)  # a kill -9 of the stage leaves no worker appending to a log
     if job.device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = job.device  # before anything initialises CUDA
     try:

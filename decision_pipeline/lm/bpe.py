@@ -18,7 +18,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedToken
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import rule
-from decision_pipeline.decision.questions import LABELS, assistant_answer, gold_index, user_message
+from decision_pipeline.questions.schema import LABELS, assistant_answer, gold_index, user_message
 
 QWEN_SPLIT_REGEX = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"""
                     r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from tokenizers import AddedToken
 from transformers import PreTrainedTokenizerBase
 
-from decision_pipeline.decision.questions import LABELS, THINK_CLOSE, THINK_OPEN, label_tokens
+from decision_pipeline.questions.schema import LABELS, THINK_CLOSE, THINK_OPEN, label_tokens
 from decision_pipeline.lm.bpe import ensure_pad_token  # noqa: F401 - the pad fallback lives where tokenizers load
 
 # Texts the teacher and the base must cut into the same ids (chat markup, think markup, labels, prose)

@@ -23,7 +23,7 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_rng
 from decision_pipeline.common.log import info, progress
 from decision_pipeline.common.params import rule
-from decision_pipeline.decision.launch import LaunchParams, is_main, rank, world_size
+from decision_pipeline.lm.launch import LaunchParams, is_main, rank, world_size
 from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model, count_params
 
 # Fixed by design, not params: AdamW(betas 0.9/0.95) with this decay and clipping.

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.questions import ANSWER_PREFIX, LABELS, THINK_CLOSE, THINK_OPEN
+from decision_pipeline.questions.schema import ANSWER_PREFIX, LABELS, THINK_CLOSE, THINK_OPEN
 from decision_pipeline.preflight.plan import _get, failures, memory_plan, read_shape
 
 VLLM_VERSION = "0.31.0"

@@ -19,7 +19,7 @@ from decision_pipeline.bench.s1mb import (
 )
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_table
-from decision_pipeline.decision.questions import QUESTION_SCHEMA, to_row
+from decision_pipeline.questions.schema import QUESTION_SCHEMA, to_row
 
 FAMILY_BENCHMARKS = ["category-choice-test-v1", "count-score-test-v1", "keyword-noul-test-v1",
                      "larger-choice-test-v1", "larger-many-choice-test-v1"]

@@ -13,7 +13,7 @@ from decision_pipeline.common.io import read_json, write_table
 from decision_pipeline.common.params import from_dict
 from decision_pipeline.curation.documents import DEV_SCHEMA, POOL_SCHEMA, REGISTERS, generate_dev, generate_pool
 from decision_pipeline.decision.item_splits import ItemsParams, build_items
-from decision_pipeline.decision.questions import QUESTION_SCHEMA
+from decision_pipeline.questions.schema import QUESTION_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]
 MICRO = yaml.safe_load((ROOT / "profiles" / "micro.yaml").read_text())

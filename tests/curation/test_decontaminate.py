@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 
 from decision_pipeline.curation.decontaminate import HeldOutQuestion, decontaminate, normalise
-from decision_pipeline.decision.families import reasoning_text
+from decision_pipeline.questions.families import reasoning_text
 from decision_pipeline.decision.item_splits import build_questions
 
 CITY = HeldOutQuestion("q1", "Which one is a city?", ("tokyo", "hammer"))

@@ -24,7 +24,7 @@ def test_equal_weight_ppl_hand_computed():
 
 
 def _params(**kw):
-    from decision_pipeline.decision.launch import LaunchParams
+    from decision_pipeline.lm.launch import LaunchParams
     from decision_pipeline.lm.model import TinyModelSpec
     from decision_pipeline.lm.training import PretrainParams
     values = dict(model=TinyModelSpec(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32, max_positions=128),

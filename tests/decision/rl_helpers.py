@@ -13,7 +13,7 @@ ROUND_PROMPTS, GENERATIONS, STEPS_PER_ROUND = 4, 4, 2
 
 
 def toy_params(max_steps: int = 6, save_steps: int = 2, num_processes: int = 1):
-    from decision_pipeline.decision.launch import LaunchParams
+    from decision_pipeline.lm.launch import LaunchParams
     from decision_pipeline.decision.rl_rewards import RewardParams
     from decision_pipeline.decision.rl_trainer import RLParams
     return RLParams(
@@ -45,7 +45,7 @@ def run(model_dir: str, work: str, max_steps: int) -> dict | None:
     """Train and describe the adapter; None on a non-zero rank when started by `accelerate launch`."""
     import torch
 
-    from decision_pipeline.decision.launch import world_size
+    from decision_pipeline.lm.launch import world_size
     from decision_pipeline.decision.rl_trainer import fingerprint_parts, train_grpo
     from decision_pipeline.lm.bpe import load_tokenizer
     from decision_pipeline.lm.model import load_model

@@ -8,7 +8,7 @@ import pytest
 from decision_pipeline.decision.chains import judge_chain, select_per_question, selection_metrics
 from decision_pipeline.decision.evaluation import thinking_unparsed
 from decision_pipeline.decision.parsing import UNPARSED_REASONS, parse_with_reason, unparsed_by_reason
-from decision_pipeline.decision.questions import (ANSWER_INSTRUCTION, ANSWER_PREFIX, THINK_CLOSE, THINK_OPEN,
+from decision_pipeline.questions.schema import (ANSWER_INSTRUCTION, ANSWER_PREFIX, THINK_CLOSE, THINK_OPEN,
                                                   assistant_answer, user_message)
 
 Q3 = {"id": "q3", "family": "larger", "gold": "o1", "question": "Which number is the largest?",

@@ -36,7 +36,7 @@ def test_deadline_stops_at_a_chunk_boundary_without_partial_lines(tmp_path, tiny
 
 def test_solver_teacher_chain_parses_to_gold(tiny, questions):
     from decision_pipeline.decision.parsing import parse_answer
-    from decision_pipeline.decision.questions import gold_index
+    from decision_pipeline.questions.schema import gold_index
     _, tok = tiny
     for q in questions[:20]:
         rec = solver_record(q, tok)

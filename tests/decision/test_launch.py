@@ -19,8 +19,8 @@ import torch
 import yaml
 
 from decision_pipeline.common.io import write_table
-from decision_pipeline.decision.launch import LaunchParams, needs_launch, read_launch_config
-from decision_pipeline.decision.questions import QUESTION_SCHEMA, to_row
+from decision_pipeline.lm.launch import LaunchParams, needs_launch, read_launch_config
+from decision_pipeline.questions.schema import QUESTION_SCHEMA, to_row
 
 ROOT = Path(__file__).resolve().parents[2]
 MICRO = yaml.safe_load((ROOT / "profiles" / "micro.yaml").read_text())

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.questions import normalised_key
+from decision_pipeline.questions.schema import normalised_key
 from decision_pipeline.decision.rl_metrics import quarter_gain, round_rows
 from decision_pipeline.decision.rl_select import RlSelectParams, mix, select_questions
 from decision_pipeline.decision.rl_trainer import RLParams, check_lora_targets, claim_rl_work, prompt_rows

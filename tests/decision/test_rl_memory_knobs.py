@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.launch import LaunchParams
+from decision_pipeline.lm.launch import LaunchParams
 from decision_pipeline.decision.rl_trainer import RLParams, grpo_config
 
 sys.path.insert(0, str(Path(__file__).parent))

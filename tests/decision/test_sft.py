@@ -7,7 +7,7 @@ import torch
 from decision_pipeline.decision.sft_data import (MAX_LABELS, JointCollator, build_joint_examples, joint_losses, readout_example,
                                  readout_target)
 from decision_pipeline.decision.lr_choice import lr_rule
-from decision_pipeline.decision.launch import LaunchParams
+from decision_pipeline.lm.launch import LaunchParams
 from decision_pipeline.decision.sft_trainer import SFTParams, train_joint
 
 

@@ -14,7 +14,8 @@ import pytest
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import JsonlAppender, read_jsonl
 from decision_pipeline.decision import sharding
-from decision_pipeline.decision.generation import GenerateParams, generate_chains, generate_to_log
+from decision_pipeline.decision.generate_run import generate_to_log
+from decision_pipeline.decision.generation import GenerateParams, generate_chains
 from decision_pipeline.lm.backends import SamplingSettings, make_backend
 
 

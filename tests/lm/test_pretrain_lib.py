@@ -8,8 +8,8 @@ import torch
 
 from decision_pipeline.common.errors import PipelineError
 
-from decision_pipeline.decision.launch import LaunchParams
-from decision_pipeline.decision.questions import LABELS
+from decision_pipeline.lm.launch import LaunchParams
+from decision_pipeline.questions.schema import LABELS
 from decision_pipeline.lm.bpe import TokenizerParams, load_tokenizer, train_pipeline_tokenizer
 from decision_pipeline.lm.model import TinyModelSpec
 from decision_pipeline.lm.training import PretrainParams, encode_dev, pretrain

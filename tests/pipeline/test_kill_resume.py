@@ -36,7 +36,7 @@ from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl, wri
 from decision_pipeline.common.params import from_dict
 from decision_pipeline.curation.documents import DEV_SCHEMA, POOL_SCHEMA
 from decision_pipeline.decision.item_splits import ItemsParams, build_items
-from decision_pipeline.decision.questions import QUESTION_SCHEMA
+from decision_pipeline.questions.schema import QUESTION_SCHEMA
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kill_helpers import Forker, complete_lines, gone, jsonl_lines, kill_points, spawned_children  # noqa: E402
@@ -69,7 +69,7 @@ def inputs(tmp_path_factory, tiny_dir) -> dict:
     rows, _ = build_items(from_dict(ItemsParams, MICRO["items"], "items"), MICRO["base"]["seed"])
     write_table(root / "items.parquet", rows, QUESTION_SCHEMA)
     from decision_pipeline.decision.generation import solver_record
-    from decision_pipeline.decision.questions import load_items
+    from decision_pipeline.questions.schema import load_items
     from decision_pipeline.lm.bpe import load_tokenizer
     tok = load_tokenizer(tiny_dir)
     chains = [solver_record(q, tok) for q in load_items(root / "items.parquet", split="pool")]

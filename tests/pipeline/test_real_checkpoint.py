@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from decision_pipeline.common.io import read_jsonl
-from decision_pipeline.decision.questions import load_items
+from decision_pipeline.questions.schema import load_items
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.tokenizer_checks import check_tokenizer
 

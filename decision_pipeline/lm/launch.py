@@ -157,25 +157,32 @@ def train_here(launch: LaunchParams, section: str, module: str, argv: Sequence[s
     return True
 
 
-def die_with_launcher() -> None:
-    """Ask Linux to SIGKILL this training process when its launcher dies.
+def die_with_parent(parent: int | None = None) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (PR_SET_PDEATHSIG); the one place it is set up.
 
-    Why: torch's elastic agent starts each worker in a session of its own, so a `kill -9`
-    of the stage (the launcher) left the workers training on and writing checkpoints into
-    the work directory while the rerun read it. Elsewhere than Linux this is a no-op.
+    If the parent (`parent`, default the current one) is already gone when the request takes
+    effect, the process kills itself. Elsewhere than Linux this is a no-op.
     """
     import ctypes
     import signal
 
+    parent = os.getppid() if parent is None else parent
     try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    except OSError:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
         return
-    PR_SET_PDEATHSIG = 1
-    parent = os.getppid()
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the launcher died before the request took effect
+    if os.getppid() != parent:  # the parent died before the request took effect
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def die_with_launcher() -> None:
+    """Training processes die with their launcher.
+
+    Why: torch's elastic agent starts each worker in a session of its own, so a `kill -9`
+    of the stage (the launcher) left the workers training on and writing checkpoints into
+    the work directory while the rerun read it.
+    """
+    die_with_parent()
 
 
 def bind_device() -> None:
