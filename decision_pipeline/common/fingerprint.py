@@ -13,6 +13,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from decision_pipeline.common.io import write_text_atomic
+
 WEIGHT_PATTERNS = ("config.json", "*.safetensors", "*.bin")
 
 
@@ -57,7 +59,5 @@ def claim_work_dir(work: str | Path, fingerprint: str) -> bool:
     if work.exists() and not resumed:
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(fingerprint + "\n")
-    tmp.replace(marker)
+    write_text_atomic(marker, fingerprint + "\n")
     return resumed

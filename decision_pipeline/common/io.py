@@ -35,19 +35,30 @@ def _tmp_sibling(path: Path, suffix: str = "") -> Path:
     return Path(tmp)
 
 
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """Write bytes to a temporary sibling, fsync, then rename over `path`."""
+@contextlib.contextmanager
+def atomic_file(path: str | Path) -> Iterator[Path]:
+    """A temporary sibling to write `path` through (any writer: torch.save, savefig, ...); on success it
+    is fsynced and renamed over `path`, on an exception removed, so `path` is whole or untouched.
+
+    The one temp-then-rename of the project: a killed stage never leaves half a file behind.
+    """
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _tmp_sibling(path)
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
+        yield tmp
+        with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """Write bytes to a temporary sibling, fsync, then rename over `path`."""
+    with atomic_file(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

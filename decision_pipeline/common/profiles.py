@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.common.params import read_params_file
 
 PARAMS = "params.yaml"
@@ -163,9 +164,7 @@ def apply(name: str, root: str | Path = ".", force: bool = False) -> Path:
             raise PipelineError(f"{target}: holds edits that are not a profile; commit or stash them, "
                                 "or pass --force to overwrite")
     text = render(name, root)
-    tmp = target.with_suffix(".yaml.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(target)
+    write_text_atomic(target, text)
     return target
 
 

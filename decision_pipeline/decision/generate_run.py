@@ -11,6 +11,7 @@ from typing import Sequence
 
 from transformers import PreTrainedTokenizerBase
 
+from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.decision import sharding
 from decision_pipeline.decision.generation import (GenerateParams, generation_metrics, log_fingerprint,
                                                    teacher_accounting, teacher_source, teacher_spent)
@@ -22,9 +23,7 @@ def start_log(out: Path, fingerprint: str) -> None:
     """Params or base model changed: the old chains are not resumable, so drop them and record the new run."""
     out.mkdir(parents=True, exist_ok=True)
     sharding.clear_logs(out)
-    tmp = out / "fingerprint.tmp"
-    tmp.write_text(fingerprint + "\n")
-    tmp.replace(out / "fingerprint.txt")
+    write_text_atomic(out / "fingerprint.txt", fingerprint + "\n")
 
 
 def generate_to_log(p: GenerateParams, seed: int, model, tok: PreTrainedTokenizerBase, model_dir: str,

@@ -9,7 +9,6 @@ from transformers.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, get_cosine_schedule_with_warmup
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import atomic_file
 from decision_pipeline.common.hashing import make_rng
 from decision_pipeline.common.log import info, progress
 from decision_pipeline.common.params import rule
@@ -110,10 +110,9 @@ class StepCheckpoint:
              final: bool = False) -> None:
         if self.path is None or not is_main() or not (final or (self.every and step % self.every == 0)):
             return
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                    "step": step, "log": log}, tmp)
-        os.replace(tmp, self.path)
+        with atomic_file(self.path) as tmp:
+            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                        "step": step, "log": log}, tmp)
 
 
 def train_autocast(device: torch.device, bf16: bool) -> torch.autocast:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,8 @@ import numpy as np
 from matplotlib import ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from decision_pipeline.common.io import atomic_file
 
 DPI = 120
 _FONT = {"font.size": 11, "axes.titlesize": 13, "axes.labelsize": 11, "legend.fontsize": 9}
@@ -42,19 +43,11 @@ def _figure(width: float, height: float, layout: str = "tight", **subplot_kw: An
 
 
 def _save(fig: Figure, path: str | os.PathLike) -> Path:
-    """Write via a same-directory temp file and os.replace (atomic); layout runs at draw."""
+    """Write through common.io.atomic_file (whole or untouched); layout runs at draw."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=DPI)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a report image should be readable like any output
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_file(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI)
     return path
 
 
