@@ -8,7 +8,7 @@ subprocesses, the torch-importing ones in-process through `main([...])` (one
 import instead of seconds per case). Each asserts exit code 2, exactly one stderr
 line `error: ...` containing the file/key/id at fault, and that nothing appeared
 under the case's `out/` directory (or an input it resumes from is unchanged).
-The README's "Reliability: bad input" list is this table.
+docs/reliability.md "Reliability: bad input" lists this table.
 """
 from __future__ import annotations
 

@@ -179,7 +179,7 @@ def test_run_cache_push_then_pull_restores_a_stage_without_running_it(origin, se
 def test_a_cache_false_metric_keeps_a_stage_out_of_the_remote_run_cache(tmp_path, server, request):
     """DVC 3.67.1: the run cache records a `cache: false` output locally but `dvc push --run-cache` does not
     upload it, so another machine reruns the stage. Every stage of this pipeline keeps its metrics in git
-    (`cache: false`): sharing the run cache saves them no compute (see README, Scaling out)."""
+    (`cache: false`): sharing the run cache saves them no compute (see docs/scaling.md)."""
     origin = make_origin(tmp_path, server, request.node.name, IN_GIT)
     clone = _share_a_sweep_run(origin, server, request.node.name)
     repro = clone.run("dvc", "repro", "--pull")

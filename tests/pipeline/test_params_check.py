@@ -39,7 +39,7 @@ def test_a_typo_in_rl_fails_in_seconds_naming_the_key_and_its_twin(tmp_path):
     started = time.perf_counter()
     proc = _check(tmp_path, data)
     seconds = time.perf_counter() - started
-    print(f"make check with a typo in rl.*: {seconds:.2f}s")  # measured, not asserted (README: performance)
+    print(f"make check with a typo in rl.*: {seconds:.2f}s")  # measured, not asserted (docs/performance.md)
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1, proc.stderr  # the misspelt key once, not again as "missing"
