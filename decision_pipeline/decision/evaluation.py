@@ -11,6 +11,7 @@ from decision_pipeline.common import stats
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import rule
 from decision_pipeline.decision import metrics as dm
+from decision_pipeline.decision.decision_score import decision_score
 from decision_pipeline.decision.answering import AnsweringParams
 
 
@@ -80,7 +81,8 @@ def evaluate_records(records: Sequence[dict], questions: Sequence[dict], temps: 
                "by_family": {f: dm.headline(dm.subset(table, table["family"] == f), p.ece_bins)["readout"]
                              for f in sorted(set(table["family"].tolist()))},
                "routing": routing_at_30(curve),
-               "cis": dm.headline_cis(table, p.bootstrap, seed)}
+               "cis": dm.headline_cis(table, p.bootstrap, seed),
+               "decision_score": decision_score(table, p.ece_bins, p.bootstrap, seed)}
     if baseline is not None:
         name, base_records, base_temps = baseline
         base_table = records_to_table(base_records, questions, base_temps)

@@ -296,7 +296,11 @@ SECTIONS: tuple[Section, ...] = (
              Headline("sft_ece_calibrated", "SFT calibrated readout ECE", EV.format("sft"), "ece_calibrated",
                       floor="ece_noise_floor.p95"),
              Headline("base_ece_change", "base readout ECE change from calibration", EV.format("base"), "ece_change.diff",
-                      "ece_change.ci_low", "ece_change.ci_high")),
+                      "ece_change.ci_low", "ece_change.ci_high"),
+             *(Headline(f"{m}_decision_score_{k}", f"{m} Decision Score: {k.replace('_', ' ')} vs label prior",
+                        EV.format(m), f"decision_score.{k}_skill.point", f"decision_score.{k}_skill.ci_low",
+                        f"decision_score.{k}_skill.ci_high", optional=True)
+               for m in ("base", "sft") for k in ("brier", "rps"))),
             evaluation_figs, key_sentences=4),
     Section("rl", "RL (GRPO)", ("metrics/rl.json",),
             ("metrics/rl.json", "metrics/evaluate/rl.json", "plots/rl/**/*.png", "plots/rl/**/*.json"),
