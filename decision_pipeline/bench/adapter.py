@@ -104,6 +104,8 @@ class S1mbParams:
     max_new_tokens: int = rule(min=1, doc="thinking chain length limit")
     cohort_dir: str = rule(doc="directory of published model folders for Borda/rank; '' = none")
     threads: int = rule(min=1, doc="torch CPU threads")
+    bootstrap: int = rule(min=10, doc="item-bootstrap resamples (cases within a benchmark) behind the Task Avg "
+                                      "and task-score 95% CIs")
 
 
 @dataclass

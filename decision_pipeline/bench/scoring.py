@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from decision_pipeline.bench import adapter
+from decision_pipeline.bench.noise import Scored, task_cis
 from decision_pipeline.bench.data import load_index
 from decision_pipeline.bench.s1mb import (
     TASKS, Benchmark, BenchmarkScore, Case, Prediction, borda, build_result, category_tasks, cohort_scores,
-    load_benchmarks, load_cases, load_category, load_results_dir, summarize_result, task_avg, task_scores,
+    benchmark_decisions, load_benchmarks, load_cases, load_category, load_results_dir, summarize_result, task_avg, task_scores,
     verify_result,
 )
 from decision_pipeline.bench.synthetic import slug
@@ -109,6 +110,7 @@ class _Answered:
     readout: list[dict]
     routed: list[dict]
     counts: dict[str, int]
+    scored: list[tuple[Scored, Scored]]  # (readout, routed) per benchmark, for the item-bootstrap CIs
 
 
 def _answer_all(stage: str, benchmarks: Sequence[str], definitions: Mapping[str, Benchmark], data_root: Path,
@@ -116,11 +118,14 @@ def _answer_all(stage: str, benchmarks: Sequence[str], definitions: Mapping[str,
                 answer: Callable[[Sequence[Case]], adapter.Predicted]) -> _Answered:
     """Both variants of every benchmark; `answer` is ``adapter.predict_cases`` bound to the model and params."""
     readout_info, routed_info = infos
-    out = _Answered([], [], {"chunked_questions": 0, "routed_questions": 0, "routed_parsed": 0})
+    out = _Answered([], [], {"chunked_questions": 0, "routed_questions": 0, "routed_parsed": 0}, [])
     for bid in benchmarks:
         definition = definitions[bid]
         cases = load_cases(data_root, definition)
         got = answer(cases)
+        decisions = benchmark_decisions(definition, cases)
+        out.scored.append((Scored(bid, definition.task, decisions, list(got.readout)),
+                           Scored(bid, definition.task, decisions, list(got.routed))))
         out.readout.append(_result(definition, cases, got.readout, readout_info, got.settings,
                                    got.readout_seconds, source))
         out.routed.append(_result(definition, cases, got.routed, routed_info, got.routed_settings,
@@ -165,7 +170,9 @@ def score_model(name: str, model_dir: str | Path, data_dir: str | Path, p: adapt
                "task_avg": avg, "task_scores": per_task, "route_fraction": p.route_fraction,
                "task_avg_routed": avg_routed, "task_scores_routed": per_task_routed,
                "n_benchmarks": len(got.readout),
-               "n_judgments": sum(r["benchmark"]["decision_count"] for r in got.readout), **got.counts}
+               "n_judgments": sum(r["benchmark"]["decision_count"] for r in got.readout), **got.counts,
+               "cis": task_cis([r for r, _ in got.scored], tasks, per_task, p.bootstrap, seed),
+               "cis_routed": task_cis([r for _, r in got.scored], tasks, per_task_routed, p.bootstrap, seed)}
     if cohort is not None:
         metrics.update(_ranked(cohort, infos[0]["id"], mine, tasks, stage))
         routed_rank = _ranked(cohort, infos[1]["id"], mine_routed, tasks, stage)

@@ -22,7 +22,8 @@ T1 = {"noul": 1.0, "choice": 1.0, "score": 1.0}
 
 def s1mb_params(**overrides) -> S1mbParams:
     """The ``s1mb`` section as the stage loads it (every key given: the params carry no code defaults)."""
-    values = dict(batch_size=32, route_fraction=0.0, route_eps=0.01, max_new_tokens=96, cohort_dir="", threads=1)
+    values = dict(batch_size=32, route_fraction=0.0, route_eps=0.01, max_new_tokens=96, cohort_dir="", threads=1,
+                  bootstrap=20)
     return S1mbParams(**{**values, **overrides})
 
 

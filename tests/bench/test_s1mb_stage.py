@@ -30,7 +30,7 @@ def params(tmp: Path, cohort_dir: str = "", route_fraction: float = 0.0, **data)
            "s1mb_data": {"source": "synthetic", "category": "synthetic-v1", "local_dir": "", "revision": "",
                          "max_cases": 15, "many_options": 12, **data},
            "s1mb": {"batch_size": 16, "route_fraction": route_fraction, "route_eps": 0.01, "max_new_tokens": 8,
-                    "cohort_dir": cohort_dir, "threads": 1}}
+                    "cohort_dir": cohort_dir, "threads": 1, "bootstrap": 20}}
     path = tmp / f"params-{len(list(tmp.glob('params-*')))}.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -175,6 +175,13 @@ def test_stage_writes_verifiable_results_and_metrics(run, bench):
     assert m["n_benchmarks"] == 5
     assert m["n_judgments"] == sum(definitions[b].decision_count for b in FAMILY_BENCHMARKS)
     assert "borda" not in m  # no cohort configured
+    for key, avg, per_task in (("cis", "task_avg", "task_scores"), ("cis_routed", "task_avg_routed", "task_scores_routed")):
+        ci = m[key]
+        assert ci["n_resamples"] == 20 and ci["task_avg"]["point"] == pytest.approx(m[avg])
+        for t, v in m[per_task].items():
+            assert ci["task_scores"][t]["point"] == v
+            if ci["task_scores"][t]["ci_low"] is not None:
+                assert ci["task_scores"][t]["ci_low"] <= ci["task_scores"][t]["ci_high"]
 
 
 def test_route_fraction_zero_gives_routed_scores_equal_to_readout(run):
