@@ -300,7 +300,10 @@ SECTIONS: tuple[Section, ...] = (
              *(Headline(f"{m}_decision_score_{k}", f"{m} Decision Score: {k.replace('_', ' ')} vs label prior",
                         EV.format(m), f"decision_score.{k}_skill.point", f"decision_score.{k}_skill.ci_low",
                         f"decision_score.{k}_skill.ci_high", optional=True)
-               for m in ("base", "sft") for k in ("brier", "rps"))),
+               for m in ("base", "sft") for k in ("brier", "rps")),
+             *(Headline(f"sft_{k}_router_fixable_auroc", f"SFT {k} router: AUROC for 'thinking fixes the readout'",
+                        EV.format("sft"), f"router.{k}.fixable_auroc", optional=True, nullable=True)
+               for k in ("learned", "margin"))),
             evaluation_figs, key_sentences=4),
     Section("rl", "RL (GRPO)", ("metrics/rl.json",),
             ("metrics/rl.json", "metrics/evaluate/rl.json", "plots/rl/**/*.png", "plots/rl/**/*.json"),
