@@ -54,8 +54,9 @@ def main(argv: list[str] | None = None) -> None:
     if Path(args.out).resolve() == Path(args.data).resolve():
         raise PipelineError(f"s1mb@{args.model}: --out {args.out} would overwrite the benchmark set; choose another")
     temps = load_readout_temperatures(args.temps)  # before the model loads: a bad file fails fast
+    post_temps = load_readout_temperatures(args.temps, "post_chain", required=False)  # routed questions read out after the chain
     torch.set_num_threads(p.threads)
-    score = score_model(args.model, args.model_dir, args.data, p, temps, load_base(args.params).seed)
+    score = score_model(args.model, args.model_dir, args.data, p, temps, load_base(args.params).seed, post_temps)
     with atomic_dir(args.out) as tmp:
         for folder in (score.readout, score.routed):
             write_model_folder(tmp, folder.metadata, folder.results)

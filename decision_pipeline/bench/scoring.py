@@ -118,7 +118,8 @@ def _answer_all(stage: str, benchmarks: Sequence[str], definitions: Mapping[str,
                 answer: Callable[[Sequence[Case]], adapter.Predicted]) -> _Answered:
     """Both variants of every benchmark; `answer` is ``adapter.predict_cases`` bound to the model and params."""
     readout_info, routed_info = infos
-    out = _Answered([], [], {"chunked_questions": 0, "routed_questions": 0, "routed_parsed": 0}, [])
+    out = _Answered([], [], {"chunked_questions": 0, "routed_questions": 0, "routed_parsed": 0,
+                                   "routed_post_chain": 0, "routed_one_hot_fallback": 0}, [])
     for bid in benchmarks:
         definition = definitions[bid]
         cases = load_cases(data_root, definition)
@@ -133,13 +134,16 @@ def _answer_all(stage: str, benchmarks: Sequence[str], definitions: Mapping[str,
         out.counts["chunked_questions"] += got.settings["many_options"]["chunked_questions"]
         out.counts["routed_questions"] += got.routed_settings["routing"].get("routed", 0)
         out.counts["routed_parsed"] += got.routed_settings["routing"].get("parsed", 0)
+        out.counts["routed_post_chain"] += got.routed_settings["routing"].get("post_chain", 0)
+        out.counts["routed_one_hot_fallback"] += got.routed_settings["routing"].get("one_hot_fallback", 0)
         info(stage, f"{bid}: adjusted {out.readout[-1]['metrics']['baseline_adjusted_score']} readout, "
                     f"{out.routed[-1]['metrics']['baseline_adjusted_score']} routed")
     return out
 
 
 def score_model(name: str, model_dir: str | Path, data_dir: str | Path, p: adapter.S1mbParams,
-                temperatures: Mapping[str, float], seed: int) -> ModelScore:
+                temperatures: Mapping[str, float], seed: int,
+                post_temperatures: Mapping[str, float] | None = None) -> ModelScore:
     """Answer every benchmark of the set in `data_dir` with the model in `model_dir` (called `name`).
 
     `temperatures` are the model's calibrated per-task readout temperatures
@@ -157,7 +161,8 @@ def score_model(name: str, model_dir: str | Path, data_dir: str | Path, p: adapt
     cohort = _load_cohort(p.cohort_dir, definitions)
     model, tok = load_model(model_dir), load_tokenizer(model_dir)
     answer = partial(adapter.predict_cases, read=adapter.model_reader(model, tok, temperatures, p.batch_size),
-                     config=p, seed=seed, temperatures=temperatures, model=model, tok=tok)
+                     config=p, seed=seed, temperatures=temperatures, model=model, tok=tok,
+                     post_temperatures=post_temperatures, model_dir=str(model_dir))
     base_info = {"adapter": adapter.ADAPTER_NAME, "revision": model_revision(model_dir),
                  "total_params": count_params(model)}
     infos = ({"id": f"{ORG}__{slug(name)}", **base_info}, {"id": f"{ORG}__{slug(name)}{ROUTED_SUFFIX}", **base_info})

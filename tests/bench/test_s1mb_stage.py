@@ -30,7 +30,7 @@ def params(tmp: Path, cohort_dir: str = "", route_fraction: float = 0.0, **data)
            "s1mb_data": {"source": "synthetic", "category": "synthetic-v1", "local_dir": "", "revision": "",
                          "max_cases": 15, "many_options": 12, **data},
            "s1mb": {"batch_size": 16, "route_fraction": route_fraction, "route_eps": 0.01, "max_new_tokens": 8,
-                    "cohort_dir": cohort_dir, "threads": 1, "bootstrap": 20}}
+                    "cohort_dir": cohort_dir, "threads": 1, "backend": "hf", "bootstrap": 20}}
     path = tmp / f"params-{len(list(tmp.glob('params-*')))}.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -216,13 +216,14 @@ def test_routing_reanswers_only_routed_questions_of_the_same_readout(routed_run,
     assert m["routed_questions"] == sum(int(n * 0.5 + 0.5) for n in eligible.values()) > 0  # chunked: never routed
     readout, routed = predictions(out, "pipeline__tiny"), predictions(out, "pipeline__tiny-routed")
     changed = sum(readout[b][k] != routed[b][k] for b in readout for k in readout[b])
-    assert changed == m["routed_parsed"] <= m["routed_questions"]      # every other answer is the readout's
+    # a routed question takes the post-chain readout (closed chain) or the parsed letter's 1-eps fallback
+    assert changed == m["routed_post_chain"] + m["routed_one_hot_fallback"] <= m["routed_questions"]
     results = load_model_folder(out / "pipeline__tiny-routed").results
     for bid, result in results.items():
         verify_result(result, load_cases(bench, definitions[bid]), definitions[bid])
         routing = result["model"]["settings"]["routing"]
-        assert routing["method"] == "lowest-margin-thinking-v1" and routing["routed"] == int(eligible[bid] * 0.5 + 0.5)
-    if m["routed_parsed"] == 0:
+        assert routing["method"] == "lowest-margin-thinking-post-chain-v2" and routing["routed"] == int(eligible[bid] * 0.5 + 0.5)
+    if m["routed_post_chain"] + m["routed_one_hot_fallback"] == 0:
         assert m["task_avg_routed"] == m["task_avg"]
     assert m["task_avg_routed"] == pytest.approx(sum(m["task_scores_routed"].values()) / 3)
 
