@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from decision_pipeline.bench import adapter
+from decision_pipeline.bench.cohort import check_complete, reference_scores
 from decision_pipeline.bench.noise import Scored, task_cis
 from decision_pipeline.bench.data import load_index
 from decision_pipeline.bench.s1mb import (
@@ -94,14 +95,16 @@ def _ranked(cohort: dict[str, dict[str, BenchmarkScore]], model_id: str, mine: d
             "cohort_size": sum(v is not None for v in points.values())}
 
 
-def _load_cohort(cohort_dir: str, definitions: Mapping[str, Benchmark]) -> dict | None:
-    """The cohort's per-benchmark scores, or None when no cohort is configured."""
+def _load_cohort(cohort_dir: str, definitions: Mapping[str, Benchmark], benchmarks: Sequence[str]) -> dict:
+    """The configured cohort's per-benchmark scores ({} when none is configured); a model missing a benchmark is refused."""
     if not cohort_dir:
-        return None
+        return {}
     cohort_path = Path(cohort_dir)
     if not cohort_path.is_dir():
         raise PipelineError(f"{cohort_path}: cohort directory not found; fix s1mb.cohort_dir in params.yaml")
-    return cohort_scores(load_results_dir(cohort_path), definitions)
+    folders = load_results_dir(cohort_path)
+    check_complete(cohort_path, {n: f.results for n, f in folders.items()}, benchmarks)
+    return cohort_scores(folders, definitions)
 
 
 @dataclass
@@ -158,7 +161,7 @@ def score_model(name: str, model_dir: str | Path, data_dir: str | Path, p: adapt
     index, data_root = load_index(data_dir)
     definitions = load_benchmarks(data_dir / "benchmarks")
     category = load_category(data_dir / "categories" / f"{index['category']}.json", definitions)
-    cohort = _load_cohort(p.cohort_dir, definitions)
+    cohort = _load_cohort(p.cohort_dir, definitions, category.benchmarks)
     model, tok = load_model(model_dir), load_tokenizer(model_dir)
     answer = partial(adapter.predict_cases, read=adapter.model_reader(model, tok, temperatures, p.batch_size),
                      config=p, seed=seed, temperatures=temperatures, model=model, tok=tok,
@@ -178,7 +181,9 @@ def score_model(name: str, model_dir: str | Path, data_dir: str | Path, p: adapt
                "n_judgments": sum(r["benchmark"]["decision_count"] for r in got.readout), **got.counts,
                "cis": task_cis([r for r, _ in got.scored], tasks, per_task, p.bootstrap, seed),
                "cis_routed": task_cis([r for _, r in got.scored], tasks, per_task_routed, p.bootstrap, seed)}
-    if cohort is not None:
+    cohort = {**reference_scores([r for r, _ in got.scored]), **cohort}  # the reference scorers rank in every run
+    metrics["cohort"] = sorted(cohort)
+    if cohort:
         metrics.update(_ranked(cohort, infos[0]["id"], mine, tasks, stage))
         routed_rank = _ranked(cohort, infos[1]["id"], mine_routed, tasks, stage)
         metrics.update(borda_routed=routed_rank["borda"], rank_routed=routed_rank["rank"])
