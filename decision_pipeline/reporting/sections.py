@@ -186,7 +186,9 @@ def s1mb_text(s: Store) -> list[str]:
     return ["S1MB Task Avg, calibrated readout only / lowest-margin share routed to thinking: " + ", ".join(
                 f"{m} {s.number(S1.format(m), 'task_avg'):.3f} / {s.number(S1.format(m), 'task_avg_routed'):.3f} "
                 f"({s.number(S1.format(m), 'route_fraction'):.0%} routed)" for m in models)
-            + " (point estimates: no CI is recorded for S1MB scores, so no difference between models is claimed).",
+            + (" (95% item-bootstrap CIs in the summary table)." if all(s.has(S1.format(m), "cis.task_avg.ci_low")
+                                                                         for m in models)
+               else " (point estimates: no CI is recorded for S1MB scores, so no difference between models is claimed)."),
             f"S1MB category {s.raw(data, 'category')}: {N.fmt(s.number(data, 'n_benchmarks'), 'int')} benchmarks, "
             f"{N.fmt(s.number(data, 'n_judgments'), 'int')} judgments (source: {s.raw(data, 'source')})."]
 
@@ -194,9 +196,14 @@ def s1mb_text(s: Store) -> list[str]:
 def _s1mb_headlines() -> tuple[Headline, ...]:
     """Readout-only and routed Task Avg of base and SFT (the routed share is each file's route_fraction)."""
     return tuple(h for m, label in (("base", "base"), ("sft", "SFT")) for h in (
-        Headline(f"{m}_s1mb_task_avg", f"{label} S1MB Task Avg", S1.format(m), "task_avg"),
+        # optional only so a metrics file from before the item bootstrap still reads (then without its CI)
+        Headline(f"{m}_s1mb_task_avg", f"{label} S1MB Task Avg", S1.format(m), "task_avg",
+                 "cis.task_avg.ci_low", "cis.task_avg.ci_high", optional=True, nullable=True),
         Headline(f"{m}_s1mb_task_avg_routed", f"{label} S1MB Task Avg, lowest-margin share routed to thinking",
-                 S1.format(m), "task_avg_routed")))
+                 S1.format(m), "task_avg_routed", "cis_routed.task_avg.ci_low", "cis_routed.task_avg.ci_high",
+                 optional=True, nullable=True),
+        Headline(f"{m}_s1mb_borda", f"{label} S1MB Borda points (cohort: reference scorers + s1mb.cohort_dir)",
+                 S1.format(m), "borda", optional=True, nullable=True)))
 
 
 # ------------------------------------------- optional: RL (issue 10)
