@@ -8,7 +8,7 @@ STAMP   := .venv/.installed
 # dvc.yaml commands call `python`: the venv's must come first on PATH
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: install run profile check test bench gpu-params clean-venv s3-local report review review-ui review-export preflight memory-plan gpu-install
+.PHONY: install run profile check test bench gpu-params clean-venv s3-local report review review-ui review-export preflight memory-plan gpu-install cohort
 
 $(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml
 	python3.11 -m venv .venv || python3 -m venv .venv
@@ -52,6 +52,11 @@ report: $(STAMP)
 BASE ?= main
 review: $(STAMP)
 	$(PY) -m decision_pipeline.reporting.review --base $(BASE) --out review
+
+# Borda cohort: copy this run's base/SFT/RL S1MB model folders into configs/s1mb_cohort (then point
+# s1mb.cohort_dir at it); the reference scorers (uniform, label prior, majority) rank in every run anyway
+cohort: $(STAMP)
+	$(PY) -m decision_pipeline.bench.cohort --from data/s1mb --out configs/s1mb_cohort
 
 test: $(STAMP)
 	PIPELINE_QUIET=1 $(PY) -m pytest -q $(PYTEST_ARGS)

@@ -1,6 +1,7 @@
 """Stage `calibrate@{model}`: per-task temperatures on the calibration split.
 
-Fits one temperature per question type (choice / noul / score) by NLL, for the
+Also fits the learned router (`decision.router`) on the same items and writes it
+beside the temperatures (`router.json`). Fits one temperature per question type (choice / noul / score) by NLL, for the
 fast readout and, separately, for the post-chain readout, keeping a fitted
 temperature only where a likelihood-ratio test against T = 1 is significant
 (`calibrate.alpha`); reports ECE and NLL before and after on the calibration
@@ -20,7 +21,8 @@ from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.decision.answering import AnsweringParams, answer_questions
 from decision_pipeline.decision.calibration import CalibrateParams, calibrate_answers
-from decision_pipeline.decision.evaluation import EvaluateParams
+from decision_pipeline.decision.evaluation import EvaluateParams, answer_records, records_to_table
+from decision_pipeline.decision.router import fit_router
 from decision_pipeline.questions.schema import load_split
 from decision_pipeline.lm.runtime import RuntimeParams
 
@@ -43,6 +45,11 @@ def main(argv: list[str] | None = None) -> None:
     runtime = load_section(RuntimeParams, "runtime", args.params)
     logits, chains = answer_questions(args.model, questions, answering, seed, runtime)
     temps, report = calibrate_answers(logits, chains, questions, p, seed)
+    # the learned router (P(thinking fixes the readout)) is fit here, on the calibration split, and scored by evaluate
+    router = fit_router(records_to_table(answer_records(questions, logits, chains), questions, temps),
+                        f"calibrate@{Path(args.model).name}")
+    report["router"] = {k: router[k] for k in ("n_fit", "n_fixable", "converged")}
+    write_json(f"{args.out}/router.json", router)
     write_json(f"{args.out}/temperatures.json", temps)
     write_json(args.metrics, report)
     r = report["readout"]

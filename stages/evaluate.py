@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from decision_pipeline.common.hashing import stable_subset
-from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl
+from decision_pipeline.common.io import read_json, read_jsonl, write_json, write_jsonl
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.common.temperatures import read_temperatures
@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--plots", required=True, help="directory for the plot data and PNGs")
     ap.add_argument("--baseline", default="", help="another model's evaluate output directory to compare with "
                                                    "(paired, same questions); empty = none")
+    ap.add_argument("--router", default="", help="calibrate's router.json (learned router); empty = margin only")
     args = ap.parse_args(argv)
     started = time.time()
     p = load_section(EvaluateParams, "evaluate", args.params)
@@ -53,7 +54,9 @@ def main(argv: list[str] | None = None) -> None:
         base_dir = Path(args.baseline)
         baseline = (base_dir.name, read_jsonl(base_dir / "records.jsonl"),
                     read_temperatures(base_dir / "temperatures.json"))
-    metrics, plot_data = evaluate_records(records, questions, temps, p, seed, baseline, model_name=name)
+    router = read_json(args.router) if args.router else None
+    metrics, plot_data = evaluate_records(records, questions, temps, p, seed, baseline, model_name=name,
+                                          router=router)
     write_jsonl(f"{args.out}/records.jsonl", records)
     write_json(f"{args.out}/temperatures.json", temps)
     plots = Path(args.plots)

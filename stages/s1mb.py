@@ -17,10 +17,11 @@ above 8 options) and, from the same readout, with the lowest-margin
 - ``--metrics``: ``task_avg``, ``task_scores.{noul,choice,score}`` (readout
   only) and ``task_avg_routed``, ``task_scores_routed`` (0-1, null where the
   spec says null), ``temperatures``, ``route_fraction``, ``n_benchmarks``,
-  ``n_judgments``, ``routed_questions``, ``routed_parsed``, and with
-  ``s1mb.cohort_dir`` (a directory of published model folders) ``borda`` and
-  competition ``rank`` (``borda_routed``, ``rank_routed``) of each variant
-  added alone to the cohort.
+  ``n_judgments``, ``routed_questions``, ``routed_parsed``, item-bootstrap
+  ``cis``/``cis_routed``, and ``borda`` and competition ``rank``
+  (``borda_routed``, ``rank_routed``) of each variant added alone to the
+  cohort: the reference scorers (``decision_pipeline.bench.cohort``) always,
+  plus the published model folders of ``s1mb.cohort_dir`` when set.
 """
 from __future__ import annotations
 
@@ -54,8 +55,9 @@ def main(argv: list[str] | None = None) -> None:
     if Path(args.out).resolve() == Path(args.data).resolve():
         raise PipelineError(f"s1mb@{args.model}: --out {args.out} would overwrite the benchmark set; choose another")
     temps = load_readout_temperatures(args.temps)  # before the model loads: a bad file fails fast
+    post_temps = load_readout_temperatures(args.temps, "post_chain", required=False)  # routed questions read out after the chain
     torch.set_num_threads(p.threads)
-    score = score_model(args.model, args.model_dir, args.data, p, temps, load_base(args.params).seed)
+    score = score_model(args.model, args.model_dir, args.data, p, temps, load_base(args.params).seed, post_temps)
     with atomic_dir(args.out) as tmp:
         for folder in (score.readout, score.routed):
             write_model_folder(tmp, folder.metadata, folder.results)
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     m = score.metrics
     summary(f"s1mb@{args.model}", started, benchmarks=m["n_benchmarks"], judgments=m["n_judgments"],
             task_avg=_num(m["task_avg"]), task_avg_routed=_num(m["task_avg_routed"]), routed=m["routed_questions"],
-            **({"borda": m["borda"], "rank": m["rank"]} if p.cohort_dir else {}))
+            borda=_num(m["borda"]), rank=_num(m["rank"]))
 
 
 def _num(value: float | None) -> float | str:

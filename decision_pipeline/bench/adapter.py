@@ -104,6 +104,10 @@ class S1mbParams:
     max_new_tokens: int = rule(min=1, doc="thinking chain length limit")
     cohort_dir: str = rule(doc="directory of published model folders for Borda/rank; '' = none")
     threads: int = rule(min=1, doc="torch CPU threads")
+    backend: str = rule(choices=("hf", "vllm"), doc="engine that samples the routed thinking chains "
+                                                    "(the evaluate.answering backend of the same profile)")
+    bootstrap: int = rule(min=10, doc="item-bootstrap resamples (cases within a benchmark) behind the Task Avg "
+                                      "and task-score 95% CIs")
 
 
 @dataclass
@@ -129,17 +133,22 @@ def _temperature(path: Path, task: str, value: Any) -> float:
     return float(value)
 
 
-def load_readout_temperatures(path: str | Path) -> dict[str, float]:
+def load_readout_temperatures(path: str | Path, key: str = "readout", required: bool = True) -> dict[str, float]:
     """Per-task readout temperatures from calibrate's ``temperatures.json``; a task not there reads as 1.0.
+
+    ``key="post_chain"`` reads the post-chain readout's temperatures (routed questions' probabilities);
+    with ``required=False`` a file without that key reads as T = 1 for every task.
 
     Why from the file and not params: S1MB must score the same calibrated
     readout that ``evaluate`` reports for this model, with one definition of T.
     """
     path = Path(path)
     data = read_json(path)
-    readout = data.get("readout") if isinstance(data, dict) else None
+    readout = data.get(key) if isinstance(data, dict) else None
+    if readout is None and not required and isinstance(data, dict):
+        readout = {}
     if not isinstance(readout, dict):
-        raise PipelineError(f"{path}: expected an object with a 'readout' object of per-task temperatures "
+        raise PipelineError(f"{path}: expected an object with a '{key}' object of per-task temperatures "
                             "(as calibrate writes it); rerun calibrate for this model")
     fitted = {task: _temperature(path, task, value) for task, value in readout.items()}
     return {task: fitted.get(task, 1.0) for task in TASKS}
@@ -317,24 +326,37 @@ def thinking_distribution(n_options: int, index: int, eps: float) -> np.ndarray:
 
 
 def _route(model: Any, tok: Any, items: Sequence[dict], dists: list[np.ndarray],
-           config: S1mbParams, seed: int) -> dict[str, Any]:
+           config: S1mbParams, seed: int, post_temperatures: Mapping[str, float], model_dir: str) -> dict[str, Any]:
+    """Re-answer the lowest-margin questions by thinking (in place in ``dists``).
+
+    A routed question takes the post-chain readout's probabilities (option-label logits after the closed
+    chain, at the model's post-chain temperature); only where the chain never closed but an answer
+    parsed does it fall back to ``1 - eps`` on the parsed letter; neither keeps the readout.
+    """
     eligible = [len(q["options"]) <= CHUNK_SIZE for q in items]
     chosen = select_routed(dists, config.route_fraction, eligible)
-    info = {"method": "lowest-margin-thinking-v1", "fraction": config.route_fraction, "eps": config.route_eps,
-            "max_new_tokens": config.max_new_tokens, "sampling": "greedy", "routed": len(chosen), "parsed": 0}
+    info = {"method": "lowest-margin-thinking-post-chain-v2", "fraction": config.route_fraction,
+            "eps": config.route_eps, "backend": config.backend, "max_new_tokens": config.max_new_tokens,
+            "sampling": "greedy", "post_chain_temperatures": {t: float(post_temperatures.get(t, 1.0)) for t in TASKS},
+            "routed": len(chosen), "parsed": 0, "post_chain": 0, "one_hot_fallback": 0}
     if not chosen:
         return info
     from decision_pipeline.decision.answering import thinking
-    from decision_pipeline.lm.backends import SamplingSettings, make_backend
+    from decision_pipeline.lm.backends import SamplingSettings, backend_for_model
 
-    backend = make_backend("hf", model=model, tokenizer=tok, batch_size=config.batch_size)
+    backend = backend_for_model(config.backend, model, tok, model_dir, config.batch_size)
     settings = SamplingSettings(max_new_tokens=config.max_new_tokens, temperature=0.0, seed=seed,
                                 stop_token_ids=(tok.eos_token_id,))
     records = thinking(backend, model, tok, [items[i] for i in chosen], settings, config.batch_size)
     for i, record in zip(chosen, records):
-        if record["thinking_pred"] is not None:
+        info["parsed"] += record["thinking_pred"] is not None
+        post = record.get("post_logits")
+        if post is not None and len(post) == len(items[i]["options"]):
+            dists[i] = softmax(np.asarray(post, dtype=np.float64), post_temperatures.get(items[i]["task"], 1.0))
+            info["post_chain"] += 1
+        elif record["thinking_pred"] is not None:
             dists[i] = thinking_distribution(len(items[i]["options"]), record["thinking_pred"], config.route_eps)
-            info["parsed"] += 1
+            info["one_hot_fallback"] += 1
     return info
 
 
@@ -358,14 +380,17 @@ def _keyed(items: Sequence[tuple[Case, Question, dict]], dists: Sequence[np.ndar
 
 
 def predict_cases(cases: Sequence[Case], read: Reader, config: S1mbParams, seed: int, *,
-                  temperatures: Mapping[str, float], model: Any = None, tok: Any = None) -> Predicted:
+                  temperatures: Mapping[str, float], model: Any = None, tok: Any = None,
+                  post_temperatures: Mapping[str, float] | None = None, model_dir: str = "") -> Predicted:
     """Readout-only and routed predictions for every question of ``cases``, and the settings of each.
 
     ``read`` is ``model_reader(...)`` for a real model (or any function with the
     same contract in tests) and applies ``temperatures``, which are recorded in
     the settings. The readout runs once; routing re-answers only the routed
     questions of a copy. ``model``/``tok`` are only needed when
-    ``config.route_fraction`` > 0 (greedy thinking, seeded by ``seed``).
+    ``config.route_fraction`` > 0 (greedy thinking on ``config.backend``, seeded by ``seed``; ``model_dir``
+    for a backend that loads the model itself); routed questions read out after the chain at
+    ``post_temperatures`` (missing = T 1).
     """
     if config.route_fraction > 0 and (model is None or tok is None):
         raise ValueError("routed thinking needs the model and tokenizer")
@@ -383,7 +408,8 @@ def predict_cases(cases: Sequence[Case], read: Reader, config: S1mbParams, seed:
     }
     t1 = time.perf_counter()
     routed = list(dists)
-    routing = (_route(model, tok, [pq for _, _, pq in items], routed, config, seed) if config.route_fraction > 0
+    routing = (_route(model, tok, [pq for _, _, pq in items], routed, config, seed, post_temperatures or {},
+                      str(model_dir)) if config.route_fraction > 0
                else settings["routing"])
     return Predicted(_keyed(items, dists), _keyed(items, routed), settings, {**settings, "routing": routing},
                      readout_seconds=t1 - t0, routing_seconds=time.perf_counter() - t1)

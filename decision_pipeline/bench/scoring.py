@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from decision_pipeline.bench import adapter
+from decision_pipeline.bench.cohort import check_complete, reference_scores
+from decision_pipeline.bench.noise import Scored, task_cis
 from decision_pipeline.bench.data import load_index
 from decision_pipeline.bench.s1mb import (
     TASKS, Benchmark, BenchmarkScore, Case, Prediction, borda, build_result, category_tasks, cohort_scores,
-    load_benchmarks, load_cases, load_category, load_results_dir, summarize_result, task_avg, task_scores,
+    benchmark_decisions, load_benchmarks, load_cases, load_category, load_results_dir, summarize_result, task_avg, task_scores,
     verify_result,
 )
 from decision_pipeline.bench.synthetic import slug
@@ -98,14 +100,16 @@ def _ranked(cohort: dict[str, dict[str, BenchmarkScore]], model_id: str, mine: d
             "cohort_size": sum(v is not None for v in points.values())}
 
 
-def _load_cohort(cohort_dir: str, definitions: Mapping[str, Benchmark]) -> dict | None:
-    """The cohort's per-benchmark scores, or None when no cohort is configured."""
+def _load_cohort(cohort_dir: str, definitions: Mapping[str, Benchmark], benchmarks: Sequence[str]) -> dict:
+    """The configured cohort's per-benchmark scores ({} when none is configured); a model missing a benchmark is refused."""
     if not cohort_dir:
-        return None
+        return {}
     cohort_path = Path(cohort_dir)
     if not cohort_path.is_dir():
         raise PipelineError(f"{cohort_path}: cohort directory not found; fix s1mb.cohort_dir in params.yaml")
-    return cohort_scores(load_results_dir(cohort_path), definitions)
+    folders = load_results_dir(cohort_path)
+    check_complete(cohort_path, {n: f.results for n, f in folders.items()}, benchmarks)
+    return cohort_scores(folders, definitions)
 
 
 @dataclass
@@ -114,6 +118,7 @@ class _Answered:
     readout: list[dict]
     routed: list[dict]
     counts: dict[str, int]
+    scored: list[tuple[Scored, Scored]]  # (readout, routed) per benchmark, for the item-bootstrap CIs
 
 
 def _answer_all(stage: str, benchmarks: Sequence[str], definitions: Mapping[str, Benchmark], data_root: Path,
@@ -121,11 +126,15 @@ def _answer_all(stage: str, benchmarks: Sequence[str], definitions: Mapping[str,
                 answer: Callable[[Sequence[Case]], adapter.Predicted]) -> _Answered:
     """Both variants of every benchmark; `answer` is ``adapter.predict_cases`` bound to the model and params."""
     readout_info, routed_info = infos
-    out = _Answered([], [], {"chunked_questions": 0, "routed_questions": 0, "routed_parsed": 0})
+    out = _Answered([], [], {"chunked_questions": 0, "routed_questions": 0, "routed_parsed": 0,
+                                   "routed_post_chain": 0, "routed_one_hot_fallback": 0}, [])
     for bid in benchmarks:
         definition = definitions[bid]
         cases = load_cases(data_root, definition)
         got = answer(cases)
+        decisions = benchmark_decisions(definition, cases)
+        out.scored.append((Scored(bid, definition.task, decisions, list(got.readout)),
+                           Scored(bid, definition.task, decisions, list(got.routed))))
         out.readout.append(_result(definition, cases, got.readout, readout_info, got.settings,
                                    got.readout_seconds, source))
         out.routed.append(_result(definition, cases, got.routed, routed_info, got.routed_settings,
@@ -133,13 +142,16 @@ def _answer_all(stage: str, benchmarks: Sequence[str], definitions: Mapping[str,
         out.counts["chunked_questions"] += got.settings["many_options"]["chunked_questions"]
         out.counts["routed_questions"] += got.routed_settings["routing"].get("routed", 0)
         out.counts["routed_parsed"] += got.routed_settings["routing"].get("parsed", 0)
+        out.counts["routed_post_chain"] += got.routed_settings["routing"].get("post_chain", 0)
+        out.counts["routed_one_hot_fallback"] += got.routed_settings["routing"].get("one_hot_fallback", 0)
         info(stage, f"{bid}: adjusted {out.readout[-1]['metrics']['baseline_adjusted_score']} readout, "
                     f"{out.routed[-1]['metrics']['baseline_adjusted_score']} routed")
     return out
 
 
 def score_model(name: str, model_dir: str | Path, data_dir: str | Path, p: adapter.S1mbParams,
-                temperatures: Mapping[str, float], seed: int) -> ModelScore:
+                temperatures: Mapping[str, float], seed: int,
+                post_temperatures: Mapping[str, float] | None = None) -> ModelScore:
     """Answer every benchmark of the set in `data_dir` with the model in `model_dir` (called `name`).
 
     `temperatures` are the model's calibrated per-task readout temperatures
@@ -154,10 +166,11 @@ def score_model(name: str, model_dir: str | Path, data_dir: str | Path, p: adapt
     index, data_root = load_index(data_dir)
     definitions = load_benchmarks(data_dir / "benchmarks")
     category = load_category(data_dir / "categories" / f"{index['category']}.json", definitions)
-    cohort = _load_cohort(p.cohort_dir, definitions)
+    cohort = _load_cohort(p.cohort_dir, definitions, category.benchmarks)
     model, tok = load_model(model_dir), load_tokenizer(model_dir)
     answer = partial(adapter.predict_cases, read=adapter.model_reader(model, tok, temperatures, p.batch_size),
-                     config=p, seed=seed, temperatures=temperatures, model=model, tok=tok)
+                     config=p, seed=seed, temperatures=temperatures, model=model, tok=tok,
+                     post_temperatures=post_temperatures, model_dir=str(model_dir))
     base_info = {"adapter": adapter.ADAPTER_NAME, "revision": model_revision(model_dir),
                  "total_params": count_params(model)}
     infos = ({"id": f"{ORG}__{slug(name)}", **base_info}, {"id": f"{ORG}__{slug(name)}{ROUTED_SUFFIX}", **base_info})
@@ -170,8 +183,12 @@ def score_model(name: str, model_dir: str | Path, data_dir: str | Path, p: adapt
                "task_avg": avg, "task_scores": per_task, "route_fraction": p.route_fraction,
                "task_avg_routed": avg_routed, "task_scores_routed": per_task_routed,
                "n_benchmarks": len(got.readout),
-               "n_judgments": sum(r["benchmark"]["decision_count"] for r in got.readout), **got.counts}
-    if cohort is not None:
+               "n_judgments": sum(r["benchmark"]["decision_count"] for r in got.readout), **got.counts,
+               "cis": task_cis([r for r, _ in got.scored], tasks, per_task, p.bootstrap, seed),
+               "cis_routed": task_cis([r for _, r in got.scored], tasks, per_task_routed, p.bootstrap, seed)}
+    cohort = {**reference_scores([r for r, _ in got.scored]), **cohort}  # the reference scorers rank in every run
+    metrics["cohort"] = sorted(cohort)
+    if cohort:
         metrics.update(_ranked(cohort, infos[0]["id"], mine, tasks, stage))
         routed_rank = _ranked(cohort, infos[1]["id"], mine_routed, tasks, stage)
         metrics.update(borda_routed=routed_rank["borda"], rank_routed=routed_rank["rank"])

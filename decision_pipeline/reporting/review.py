@@ -11,7 +11,11 @@ Where a metric's noise comes from (first rule that applies):
 2. siblings: a value next to `ci_low` and `ci_high` (the `cis`, `vs_base`,
    `ece_change` blocks) gets their half-width; `mean` next to `p2_5`/`p97_5`
    likewise;
-3. `metrics/summary.json`: a name with `_ci_low/_ci_high`, `_noise` or `_noise_floor`.
+3. `metrics/summary.json`: a name with `_ci_low/_ci_high`, `_noise` or `_noise_floor`;
+4. a mirrored CI block: `X` (or `X_routed`) gets the half-width of `cis.X` (or `cis_routed.X`), as the
+   S1MB metrics store `task_avg` beside `cis.task_avg.ci_low/ci_high` (item bootstrap).
+A metric with no noise that is fixed by the inputs and params (item counts, resample counts, a
+params echo: `DETERMINISTIC`) says "deterministic by construction" instead of "no recorded noise".
 The larger of the base's and the workspace's half-width is used, so a change
 is called outside the noise only when it exceeds both runs' recorded noise.
 
@@ -36,6 +40,10 @@ from decision_pipeline.reporting.sources import lookup
 
 SUMMARY = "metrics/summary.json"
 BOUND_KEYS = {"ci_low", "ci_high", "p2_5", "p97_5"}
+#: leaves fixed by the inputs and params alone: a change in them is a change of setup, never noise
+DETERMINISTIC = {"n", "n_items", "n_benchmarks", "n_judgments", "n_resamples", "n_draws", "route_fraction",
+                 "confidence", "bootstrap"}
+DET = "deterministic by construction"
 
 
 def _num(v: Any) -> float | None:
@@ -61,6 +69,21 @@ def _headline_hw(h: Headline, data: dict, noise_data: dict) -> float | None:
     return noise if noise is not None else get(noise_data, h.floor)
 
 
+def _mirrored_hw(flat: dict[str, Any], key: str) -> float | None:
+    """Half-width of the CI block mirroring `key` (`cis.<key>`, or `cis_routed.<key without _routed>`)."""
+    head, _, rest = key.partition(".")
+    if head in ("cis", "cis_routed"):
+        return None
+    for block, suffix in (("cis", ""), ("cis_routed", "_routed")):
+        if suffix and not head.endswith(suffix):
+            continue
+        target = ".".join([block, head[:len(head) - len(suffix)]] + ([rest] if rest else []))
+        lo, hi = _num(flat.get(f"{target}.ci_low")), _num(flat.get(f"{target}.ci_high"))
+        if lo is not None and hi is not None:
+            return (hi - lo) / 2
+    return None
+
+
 def noise_index(metrics: dict[str, Any], headlines: tuple[Headline, ...] | None = None) -> dict[tuple[str, str], float]:
     """Half-width per (file, flattened key) from one revision's metrics files ({path: parsed JSON})."""
     if headlines is None:
@@ -80,6 +103,10 @@ def noise_index(metrics: dict[str, Any], headlines: tuple[Headline, ...] | None 
                 for leaf in leaves:
                     if leaf not in BOUND_KEYS and (targets is None or leaf in targets):
                         index[(path, f"{parent}.{leaf}" if parent else leaf)] = (hi - lo) / 2
+        for key in flat:
+            hw = _mirrored_hw(flat, key)
+            if hw is not None:
+                index.setdefault((path, key), hw)
         if path == SUMMARY and isinstance(data, dict):
             for name in data:
                 hw = halfwidth_from_summary(data, name)
@@ -96,11 +123,11 @@ def noise_index(metrics: dict[str, Any], headlines: tuple[Headline, ...] | None 
     return index
 
 
-def verdict(change: float | None, hw: float | None) -> str:
+def verdict(change: float | None, hw: float | None, key: str = "") -> str:
     if change is None:
         return "added/removed"
     if hw is None:
-        return "no recorded noise"
+        return DET if key.rpartition(".")[2] in DETERMINISTIC else "no recorded noise"
     return "**outside noise**" if abs(change) > hw else "inside noise"
 
 
@@ -122,8 +149,8 @@ def metric_rows(metrics_diff: dict, old_noise: dict, new_noise: dict) -> list[di
             hws = [h for h in (old_noise.get((path, key)), new_noise.get((path, key))) if h is not None]
             hw = max(hws) if hws else None
             rows.append({"file": path, "key": key, "old": old, "new": new, "change": change, "noise": hw,
-                         "verdict": verdict(change, hw)})
-    order = {"**outside noise**": 0, "inside noise": 1, "no recorded noise": 2, "added/removed": 3}
+                         "verdict": verdict(change, hw, key)})
+    order = {"**outside noise**": 0, "inside noise": 1, "no recorded noise": 2, DET: 3, "added/removed": 4}
     return sorted(rows, key=lambda r: (order[r["verdict"]], r["file"], r["key"]))
 
 
@@ -147,13 +174,14 @@ def review_markdown(base: str, params_diff: dict, metrics_diff: dict, old_noise:
         out.append("No params changed.")
     rows = metric_rows(metrics_diff, old_noise, new_noise)
     count = {v: sum(r["verdict"] == v for r in rows) for v in
-             ("**outside noise**", "inside noise", "no recorded noise", "added/removed")}
+             ("**outside noise**", "inside noise", "no recorded noise", DET, "added/removed")}
     out += ["", "### Metrics changed", ""]
     if not rows:
         out.append("No metric changed.")
     else:
         out.append(f"{len(rows)} changed: {count['**outside noise**']} outside their recorded noise, "
                    f"{count['inside noise']} inside it, {count['no recorded noise']} with no recorded noise, "
+                   f"{count[DET]} {DET}, "
                    f"{count['added/removed']} added or removed. A change is outside the noise when its size "
                    "exceeds the recorded 95% CI half-width, repeat-run half-range or noise floor (the larger of "
                    f"`{base}`'s and the workspace's).")

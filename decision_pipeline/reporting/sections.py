@@ -186,7 +186,9 @@ def s1mb_text(s: Store) -> list[str]:
     return ["S1MB Task Avg, calibrated readout only / lowest-margin share routed to thinking: " + ", ".join(
                 f"{m} {s.number(S1.format(m), 'task_avg'):.3f} / {s.number(S1.format(m), 'task_avg_routed'):.3f} "
                 f"({s.number(S1.format(m), 'route_fraction'):.0%} routed)" for m in models)
-            + " (point estimates: no CI is recorded for S1MB scores, so no difference between models is claimed).",
+            + (" (95% item-bootstrap CIs in the summary table)." if all(s.has(S1.format(m), "cis.task_avg.ci_low")
+                                                                         for m in models)
+               else " (point estimates: no CI is recorded for S1MB scores, so no difference between models is claimed)."),
             f"S1MB category {s.raw(data, 'category')}: {N.fmt(s.number(data, 'n_benchmarks'), 'int')} benchmarks, "
             f"{N.fmt(s.number(data, 'n_judgments'), 'int')} judgments (source: {s.raw(data, 'source')})."]
 
@@ -194,9 +196,14 @@ def s1mb_text(s: Store) -> list[str]:
 def _s1mb_headlines() -> tuple[Headline, ...]:
     """Readout-only and routed Task Avg of base and SFT (the routed share is each file's route_fraction)."""
     return tuple(h for m, label in (("base", "base"), ("sft", "SFT")) for h in (
-        Headline(f"{m}_s1mb_task_avg", f"{label} S1MB Task Avg", S1.format(m), "task_avg"),
+        # optional only so a metrics file from before the item bootstrap still reads (then without its CI)
+        Headline(f"{m}_s1mb_task_avg", f"{label} S1MB Task Avg", S1.format(m), "task_avg",
+                 "cis.task_avg.ci_low", "cis.task_avg.ci_high", optional=True, nullable=True),
         Headline(f"{m}_s1mb_task_avg_routed", f"{label} S1MB Task Avg, lowest-margin share routed to thinking",
-                 S1.format(m), "task_avg_routed")))
+                 S1.format(m), "task_avg_routed", "cis_routed.task_avg.ci_low", "cis_routed.task_avg.ci_high",
+                 optional=True, nullable=True),
+        Headline(f"{m}_s1mb_borda", f"{label} S1MB Borda points (cohort: reference scorers + s1mb.cohort_dir)",
+                 S1.format(m), "borda", optional=True, nullable=True)))
 
 
 # ------------------------------------------- optional: RL (issue 10)
@@ -296,7 +303,14 @@ SECTIONS: tuple[Section, ...] = (
              Headline("sft_ece_calibrated", "SFT calibrated readout ECE", EV.format("sft"), "ece_calibrated",
                       floor="ece_noise_floor.p95"),
              Headline("base_ece_change", "base readout ECE change from calibration", EV.format("base"), "ece_change.diff",
-                      "ece_change.ci_low", "ece_change.ci_high")),
+                      "ece_change.ci_low", "ece_change.ci_high"),
+             *(Headline(f"{m}_decision_score_{k}", f"{m} Decision Score: {k.replace('_', ' ')} vs label prior",
+                        EV.format(m), f"decision_score.{k}_skill.point", f"decision_score.{k}_skill.ci_low",
+                        f"decision_score.{k}_skill.ci_high", optional=True)
+               for m in ("base", "sft") for k in ("brier", "rps")),
+             *(Headline(f"sft_{k}_router_fixable_auroc", f"SFT {k} router: AUROC for 'thinking fixes the readout'",
+                        EV.format("sft"), f"router.{k}.fixable_auroc", optional=True, nullable=True)
+               for k in ("learned", "margin"))),
             evaluation_figs, key_sentences=4),
     Section("rl", "RL (GRPO)", ("metrics/rl.json",),
             ("metrics/rl.json", "metrics/evaluate/rl.json", "plots/rl/**/*.png", "plots/rl/**/*.json"),

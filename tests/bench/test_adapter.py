@@ -22,7 +22,8 @@ T1 = {"noul": 1.0, "choice": 1.0, "score": 1.0}
 
 def s1mb_params(**overrides) -> S1mbParams:
     """The ``s1mb`` section as the stage loads it (every key given: the params carry no code defaults)."""
-    values = dict(batch_size=32, route_fraction=0.0, route_eps=0.01, max_new_tokens=96, cohort_dir="", threads=1)
+    values = dict(batch_size=32, route_fraction=0.0, route_eps=0.01, max_new_tokens=96, cohort_dir="", threads=1, backend="hf",
+                  bootstrap=20)
     return S1mbParams(**{**values, **overrides})
 
 
@@ -317,3 +318,35 @@ def test_bad_temperatures_file_is_one_line_error_naming_the_file(tmp_path, conte
         load_readout_temperatures(path)
     message = str(err.value)
     assert message.startswith(str(path)) and problem in message and "\n" not in message
+
+
+def test_routed_questions_take_the_post_chain_readout_on_the_configured_backend(monkeypatch):
+    """Issue 21 defect 10 / issue 24: post-chain probabilities (at the post-chain T), not a one-hot, and not always hf."""
+    cases = [case_from_row(mixed_row(f"c{i}")) for i in range(2)]
+    fixed = {"choice": [0.9, 0.1], "noul": [0.49, 0.51], "score": [0.95, 0.05]}
+    read = lambda qs: [np.array(fixed[q["task"]]) for q in qs]  # noqa: E731
+    backends = []
+
+    def fake_backend(name, model, tok, model_dir, batch_size):
+        backends.append((name, model_dir))
+        return object()
+
+    def fake_thinking(backend, model, tok, questions, settings, batch_size):
+        # c0: closed chain with post-chain logits [0, ln 3] -> at T 2: softmax([0, ln3/2]) = [1/(1+√3), √3/(1+√3)]
+        # c1: chain never closed but a letter parsed -> the 1 - eps fallback
+        return [{"thinking_pred": 0, "post_logits": np.array([0.0, np.log(3.0)])} if q["id"].startswith("c0")
+                else {"thinking_pred": 0, "post_logits": None} for q in questions]
+
+    monkeypatch.setattr("decision_pipeline.lm.backends.backend_for_model", fake_backend)
+    monkeypatch.setattr("decision_pipeline.decision.answering.thinking", fake_thinking)
+    config = s1mb_params(route_fraction=2 / 6, route_eps=0.1, max_new_tokens=7, backend="vllm")
+    got = predict_cases(cases, read, config, seed=0, temperatures=T1, model=object(),
+                        tok=SimpleNamespace(eos_token_id=0), post_temperatures={"noul": 2.0}, model_dir="models/x")
+    assert backends == [("vllm", "models/x")]
+    by_id = {(p.case_id, p.question_id): p.probabilities for p in got.routed}
+    r3 = np.sqrt(3.0)
+    assert by_id[("c0", "relevant")] == pytest.approx({"false": 1 / (1 + r3), "true": r3 / (1 + r3)})
+    assert by_id[("c1", "relevant")] == pytest.approx({"false": 0.9, "true": 0.1})
+    routing = got.routed_settings["routing"]
+    assert (routing["post_chain"], routing["one_hot_fallback"], routing["parsed"]) == (1, 1, 2)
+    assert routing["backend"] == "vllm" and routing["post_chain_temperatures"]["noul"] == 2.0

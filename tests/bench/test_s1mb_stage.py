@@ -27,10 +27,10 @@ FAMILY_BENCHMARKS = ["category-choice-test-v1", "count-score-test-v1", "keyword-
 
 def params(tmp: Path, cohort_dir: str = "", route_fraction: float = 0.0, **data) -> Path:
     doc = {"base": {"seed": 7, "profile": "default"},
-           "s1mb_data": {"source": "synthetic", "category": "synthetic-v1", "local_dir": "", "revision": "",
+           "s1mb_data": {"source": "synthetic", "category": "synthetic-v1", "local_dir": "configs/external/none", "revision": "",
                          "max_cases": 15, "many_options": 12, **data},
            "s1mb": {"batch_size": 16, "route_fraction": route_fraction, "route_eps": 0.01, "max_new_tokens": 8,
-                    "cohort_dir": cohort_dir, "threads": 1}}
+                    "cohort_dir": cohort_dir, "threads": 1, "backend": "hf", "bootstrap": 20}}
     path = tmp / f"params-{len(list(tmp.glob('params-*')))}.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -174,7 +174,16 @@ def test_stage_writes_verifiable_results_and_metrics(run, bench):
     assert m["task_avg"] == pytest.approx(sum(m["task_scores"].values()) / 3)
     assert m["n_benchmarks"] == 5
     assert m["n_judgments"] == sum(definitions[b].decision_count for b in FAMILY_BENCHMARKS)
-    assert "borda" not in m  # no cohort configured
+    # no cohort configured: the three reference scorers still form one, so Borda exists in every run
+    assert m["cohort"] == ["reference__label-prior", "reference__majority", "reference__uniform"]
+    assert m["cohort_size"] == 4 and m["borda"] is not None and 1 <= m["rank"] <= 4
+    for key, avg, per_task in (("cis", "task_avg", "task_scores"), ("cis_routed", "task_avg_routed", "task_scores_routed")):
+        ci = m[key]
+        assert ci["n_resamples"] == 20 and ci["task_avg"]["point"] == pytest.approx(m[avg])
+        for t, v in m[per_task].items():
+            assert ci["task_scores"][t]["point"] == v
+            if ci["task_scores"][t]["ci_low"] is not None:
+                assert ci["task_scores"][t]["ci_low"] <= ci["task_scores"][t]["ci_high"]
 
 
 def test_route_fraction_zero_gives_routed_scores_equal_to_readout(run):
@@ -209,13 +218,14 @@ def test_routing_reanswers_only_routed_questions_of_the_same_readout(routed_run,
     assert m["routed_questions"] == sum(int(n * 0.5 + 0.5) for n in eligible.values()) > 0  # chunked: never routed
     readout, routed = predictions(out, "pipeline__tiny"), predictions(out, "pipeline__tiny-routed")
     changed = sum(readout[b][k] != routed[b][k] for b in readout for k in readout[b])
-    assert changed == m["routed_parsed"] <= m["routed_questions"]      # every other answer is the readout's
+    # a routed question takes the post-chain readout (closed chain) or the parsed letter's 1-eps fallback
+    assert changed == m["routed_post_chain"] + m["routed_one_hot_fallback"] <= m["routed_questions"]
     results = load_model_folder(out / "pipeline__tiny-routed").results
     for bid, result in results.items():
         verify_result(result, load_cases(bench, definitions[bid]), definitions[bid])
         routing = result["model"]["settings"]["routing"]
-        assert routing["method"] == "lowest-margin-thinking-v1" and routing["routed"] == int(eligible[bid] * 0.5 + 0.5)
-    if m["routed_parsed"] == 0:
+        assert routing["method"] == "lowest-margin-thinking-post-chain-v2" and routing["routed"] == int(eligible[bid] * 0.5 + 0.5)
+    if m["routed_post_chain"] + m["routed_one_hot_fallback"] == 0:
         assert m["task_avg_routed"] == m["task_avg"]
     assert m["task_avg_routed"] == pytest.approx(sum(m["task_scores_routed"].values()) / 3)
 
@@ -306,18 +316,62 @@ def test_cohort_gives_borda_and_rank(run, bench, tiny_dir):
     fake_folder(cohort, bench, "perfect", True)
     fake_folder(cohort, bench, "uniform", False)
     m = run_stage(tmp, bench, tiny_dir, "tiny2", temps_file(tmp, CALIBRATED), cohort_dir=str(cohort))["metrics"]
-    assert m["cohort_size"] == 3  # each variant joins the cohort alone
+    assert m["cohort_size"] == 6  # 3 reference scorers + 2 folders; each variant joins the cohort alone
     assert m["borda"] is not None and 0.0 <= m["borda"] < 1.0
-    assert m["rank"] in (2, 3)  # the perfect model scores 1 everywhere and cannot be beaten
+    assert 2 <= m["rank"] <= 6  # the perfect model scores 1 everywhere and cannot be beaten
     assert m["borda_routed"] == m["borda"] and m["rank_routed"] == m["rank"]  # nothing routed: same answers
     # the same number from the library directly, over the cohort plus the written folder
     definitions = load_benchmarks(bench / "benchmarks")
     shutil.copytree(tmp / "tiny2" / "pipeline__tiny", cohort / "pipeline__tiny")
-    points = borda(cohort_scores(load_results_dir(cohort), definitions),
+    from decision_pipeline.bench.cohort import reference_scores
+    from decision_pipeline.bench.noise import Scored
+    from decision_pipeline.bench.s1mb import benchmark_decisions
+    refs = reference_scores([Scored(b, definitions[b].task, benchmark_decisions(definitions[b], load_cases(bench, definitions[b])), [])
+                             for b in FAMILY_BENCHMARKS])
+    points = borda({**refs, **cohort_scores(load_results_dir(cohort), definitions)},
                    category_tasks(FAMILY_BENCHMARKS, definitions))
     assert points["pipeline__tiny"] == pytest.approx(m["borda"], abs=1e-12)
     assert points["org__perfect"] == max(points.values())
     assert m["task_scores"] == run["metrics"]["task_scores"]  # the cohort does not change our own scores
+
+
+def test_cohort_folder_missing_a_benchmark_is_one_line_and_writes_nothing(bench, tiny_dir, tmp_path, capsys):
+    from stages import s1mb
+    cohort = tmp_path / "cohort"
+    fake_folder(cohort, bench, "partial", False)
+    (cohort / "org__partial" / "keyword-noul-test-v1.json.xz").unlink()
+    rc = s1mb.main(["tiny", "--params", str(params(tmp_path, cohort_dir=str(cohort))), "--data", str(bench),
+                    "--model-dir", tiny_dir, "--temps", str(temps_file(tmp_path, CALIBRATED)),
+                    "--out", str(tmp_path / "out"), "--metrics", str(tmp_path / "m.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    assert "org__partial: no result for benchmark 'keyword-noul-test-v1' (1 of 5 missing)" in err[0]
+    assert not (tmp_path / "out").exists() and not (tmp_path / "m.json").exists()
+
+
+def test_reference_scorers_by_hand():
+    from decision_pipeline.bench.cohort import reference_predictions
+    from decision_pipeline.bench.s1mb.records import Decision
+    ds = [Decision("c0", "q", ("a", "b", "c"), {"a": 1.0}), Decision("c1", "q", ("a", "b", "c"), {"a": 0.5, "b": 0.5}),
+          Decision("c2", "q", ("x", "y"), {"y": 1.0})]
+    uni, prior, major = (reference_predictions(k, ds) for k in ("uniform", "label-prior", "majority"))
+    assert uni[0].probabilities == pytest.approx({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3})
+    assert prior[1].probabilities == pytest.approx({"a": 0.75, "b": 0.25, "c": 0.0})   # mean of the 3-option targets
+    assert prior[2].probabilities == pytest.approx({"x": 0.0, "y": 1.0})
+    assert major[0].probabilities == {"a": 1.0, "b": 0.0, "c": 0.0}
+
+
+def test_make_cohort_exports_the_run_folders(tmp_path):
+    from decision_pipeline.bench.cohort import main
+    for m in ("base", "sft"):
+        for v in ("", "-routed"):
+            d = tmp_path / "s1mb" / m / f"pipeline__{m}{v}"
+            d.mkdir(parents=True)
+            (d / "metadata.json").write_text("{}")
+    assert main(["--from", str(tmp_path / "s1mb"), "--out", str(tmp_path / "cohort"), "--models", "base", "sft"]) == 0
+    assert sorted(p.name for p in (tmp_path / "cohort").iterdir()) == [
+        "pipeline__base", "pipeline__base-routed", "pipeline__sft", "pipeline__sft-routed"]
+    assert main(["--from", str(tmp_path / "s1mb"), "--out", str(tmp_path / "cohort"), "--models", "rl"]) == 2
 
 
 # ---------------------------------------------------------------- local source and errors

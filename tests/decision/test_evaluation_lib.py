@@ -70,3 +70,32 @@ def test_loss_log_survives_a_resume(tmp_path):
     resumed = [{"step": s, "chain_loss": 0.5} for s in (3, 4)]
     merged = checkpoint_loss_log(tmp_path, 2) + resumed
     assert [r["step"] for r in merged] == [1, 2, 3, 4] and merged[2]["chain_loss"] == 0.5
+
+def _world(n, off, rng):
+    qs, lg, ch = [], [], []
+    for i in range(n):
+        qs.append({"id": f"q{i + off}", "family": ["keyword", "count"][i % 2], "level": 0, "task": "choice",
+                   "gold": "abc"[i % 3], "options": [{"id": "a"}, {"id": "b"}, {"id": "c"}]})
+        lg.append(rng.normal(size=3))
+        ch.append({"thinking_pred": int(rng.integers(0, 3)), "chain_tokens": 10, "finish_reason": "stop",
+                   "text": "x", "post_logits": None})
+    return qs, lg, ch
+
+
+def test_evaluate_records_carries_the_decision_score_and_both_routers():
+    from decision_pipeline.decision.evaluation import EvaluateParams, evaluate_records
+    from decision_pipeline.decision.router import fit_router
+    rng = np.random.default_rng(0)
+    p = from_dict(EvaluateParams, {"answering": {"backend": "hf", "batch_size": 4, "max_new_tokens": 8,
+                                                 "temperature": 0.7, "top_p": 0.95, "threads": 1},
+                                   "max_items": 100, "ece_bins": 10, "bootstrap": 50}, "params.yaml: evaluate")
+    qs, lg, ch = _world(40, 0, rng)
+    router = fit_router(records_to_table(answer_records(qs, [np.array(x) for x in lg], ch), qs, {}))
+    qs, lg, ch = _world(60, 100, rng)
+    m, _ = evaluate_records(answer_records(qs, [np.array(x) for x in lg], ch), qs, {}, p, 0, router=router)
+    ds = m["decision_score"]
+    assert set(ds["by_family"]) == {"keyword", "count"} and ds["n"] == 60
+    assert ds["brier_skill"]["ci_low"] <= ds["brier_skill"]["point"] <= ds["brier_skill"]["ci_high"]
+    assert m["router"]["learned"]["n_fit"] == 40 and m["router"]["margin"]["fixable_auroc"] is not None
+    bare, _ = evaluate_records(answer_records(qs, [np.array(x) for x in lg], ch), qs, {}, p, 0)
+    assert bare["router"]["learned"] is None

@@ -47,8 +47,28 @@ def test_verdicts_and_order():
     rows = metric_rows(diff, idx, {})
     assert [(r["key"], r["verdict"]) for r in rows] == [
         ("vs_base.readout_accuracy.diff", "**outside noise**"), ("cis.readout_accuracy.point", "inside noise"),
-        ("n", "no recorded noise"), ("new_key", "added/removed")]
+        ("n", "deterministic by construction"), ("new_key", "added/removed")]
     assert verdict(-0.05, 0.04) == "**outside noise**" and verdict(0.04, 0.04) == "inside noise"
+
+
+S1 = "metrics/s1mb/sft.json"
+S1MB = {S1: {"task_avg": 0.3, "task_avg_routed": 0.2, "task_scores": {"noul": 0.1}, "n_judgments": 707,
+             "cis": {"task_avg": {"point": 0.3, "ci_low": 0.2, "ci_high": 0.4},
+                     "task_scores": {"noul": {"point": 0.1, "ci_low": 0.0, "ci_high": 0.3}}},
+             "cis_routed": {"task_avg": {"point": 0.2, "ci_low": 0.15, "ci_high": 0.25}}}}
+
+
+def test_s1mb_scores_are_marked_against_their_item_bootstrap():
+    idx = noise_index(S1MB, ())
+    assert idx[(S1, "task_avg")] == pytest.approx(0.1)
+    assert idx[(S1, "task_scores.noul")] == pytest.approx(0.15)
+    assert idx[(S1, "task_avg_routed")] == pytest.approx(0.05)     # cis_routed mirrors the _routed key
+    diff = {S1: {"task_avg": {"old": 0.3, "new": 0.45, "diff": 0.15},
+                 "task_avg_routed": {"old": 0.2, "new": 0.22, "diff": 0.02},
+                 "n_judgments": {"old": 707, "new": 700, "diff": -7}}}
+    verdicts = {r["key"]: r["verdict"] for r in metric_rows(diff, idx, {})}
+    assert verdicts == {"task_avg": "**outside noise**", "task_avg_routed": "inside noise",
+                        "n_judgments": "deterministic by construction"}
 
 
 def test_larger_half_width_of_the_two_revisions_decides():
@@ -65,7 +85,7 @@ def test_markdown_sections():
                                "n": {"old": 604, "new": 600, "diff": -4}}},
                          noise_index(METRICS, HEADLINES), {}, "review/plots")
     assert "| params.yaml | sft.lr | 0.002 | 0.004 |" in md
-    assert "2 changed: 1 outside their recorded noise, 0 inside it, 1 with no recorded noise" in md
+    assert "2 changed: 1 outside their recorded noise, 0 inside it, 0 with no recorded noise, 1 deterministic" in md
     assert "| metrics/evaluate/sft.json | vs_base.readout_accuracy.diff | 0.18 | 0.26 | 0.08 | 0.05 | **outside noise** |" in md
     assert "<details>" in md and "review/plots/index.html" in md
     empty = review_markdown("main", {}, {}, {}, {})

@@ -1,0 +1,43 @@
+"""RL analyses: difficulty-adjusted reward trend and answer collapse, by hand."""
+import pytest
+
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.decision.rl_analyses import answer_collapse, difficulty_adjusted_trend, probe_baseline
+
+
+def _row(q, step, answer, gold=0, closed=True):
+    return {"question_id": q, "step": step, "answer": answer, "gold_index": gold, "closed": closed}
+
+
+def test_adjusted_reward_subtracts_each_prompts_probe_rate():
+    base = probe_baseline([{"id": "a", "correct": 2}, {"id": "b", "correct": 4}], k=4)
+    assert base == {"a": 0.5, "b": 1.0}
+    # round 0, prompt a: 1 of 2 chains right -> 0.5 - 0.5 = 0; round 1, prompt b: 2 of 2 right -> 1 - 1 = 0
+    rows = [_row("a", 0, 0), _row("a", 0, 1), _row("b", 2, 0), _row("b", 2, 0)]
+    out = difficulty_adjusted_trend(rows, base, n_resamples=20)
+    assert [r["adjusted_reward"] for r in out["rounds"]] == [0.0, 0.0]
+    # raw reward rose from 0.5 to 1.0, but only because prompt b is easier: no adjusted slope
+    assert out["slope_per_round"]["point"] == pytest.approx(0.0)
+
+
+def test_a_real_gain_gives_a_positive_slope():
+    base = {f"q{i}": 0.5 for i in range(20)}
+    rows = [_row(f"q{i}", i // 5, 0 if (i // 5) >= 2 else 1) for i in range(20)]  # wrong early, right late
+    out = difficulty_adjusted_trend(rows, base, n_resamples=200)
+    assert [r["adjusted_reward"] for r in out["rounds"]] == [-0.5, -0.5, 0.5, 0.5]
+    assert out["slope_per_round"]["point"] > 0 and out["slope_per_round"]["ci_low"] > 0
+
+
+def test_unclosed_chain_is_not_right_and_missing_probe_is_one_line():
+    out = difficulty_adjusted_trend([_row("a", 0, 0, closed=False)], {"a": 0.25}, n_resamples=5)
+    assert out["rounds"][0]["adjusted_reward"] == -0.25 and out["slope_per_round"]["point"] is None
+    with pytest.raises(PipelineError, match="rollout question 'z' has no probe row"):
+        difficulty_adjusted_trend([_row("z", 0, 0)], {}, n_resamples=5)
+
+
+def test_answer_collapse_share_per_round():
+    rows = [_row("a", 0, 0, 0), _row("b", 0, 1, 1), _row("c", 0, None, 2), _row("d", 0, 2, 0),
+            _row("a", 1, 1, 0), _row("b", 1, 1, 1), _row("c", 1, 1, 2), _row("d", 1, 1, 0)]
+    r0, r1 = answer_collapse(rows)
+    assert r0["parsed"] == 3 and r0["top_answer_share"] == pytest.approx(1 / 3) and r0["top_gold_share"] == 0.5
+    assert r1["top_answer"] == 1 and r1["top_answer_share"] == 1.0 and r1["top_gold_share"] == 0.5
