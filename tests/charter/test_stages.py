@@ -12,6 +12,7 @@ import yaml
 
 from decision_pipeline.common.io import write_table
 from stages import judge, judge_agreement, rank_generators, reflect, reviews, seed_sample, throughput
+from decision_pipeline.common.profiles import merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("safety_score", pa.int64()),
@@ -29,7 +30,7 @@ def work(tmp_path, monkeypatch):
              "meta_json": "{}"} for i in range(240)]
     Path("data/pool").mkdir(parents=True)
     write_table("data/pool/pool.parquet", rows, POOL_SCHEMA)
-    params = yaml.safe_load((ROOT / "profiles/micro.yaml").read_text())
+    params = merged_profile("micro", ROOT)
     params["reflect"]["charter"] = str(ROOT / "configs/charter/charter.md")
     for c in params["reflect"]["candidates"].values():
         c["prompt"] = str(ROOT / c["prompt"])

@@ -14,9 +14,10 @@ from decision_pipeline.common.params import from_dict
 from decision_pipeline.curation.documents import DEV_SCHEMA, POOL_SCHEMA, REGISTERS, generate_dev, generate_pool
 from decision_pipeline.decision.item_splits import ItemsParams, build_items
 from decision_pipeline.questions.schema import QUESTION_SCHEMA
+from decision_pipeline.common.profiles import merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]
-MICRO = yaml.safe_load((ROOT / "profiles" / "micro.yaml").read_text())
+MICRO = merged_profile("micro", ROOT)
 
 
 @pytest.fixture(scope="module")

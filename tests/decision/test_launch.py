@@ -21,9 +21,10 @@ import yaml
 from decision_pipeline.common.io import write_table
 from decision_pipeline.lm.launch import LaunchParams, needs_launch, read_launch_config
 from decision_pipeline.questions.schema import QUESTION_SCHEMA, to_row
+from decision_pipeline.common.profiles import merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]
-MICRO = yaml.safe_load((ROOT / "profiles" / "micro.yaml").read_text())
+MICRO = merged_profile("micro", ROOT)
 CONFIGS = {"ddp.yaml": "MULTI_GPU", "fsdp.yaml": "FSDP", "zero2.yaml": "DEEPSPEED", "zero3.yaml": "DEEPSPEED"}
 HELPERS = Path(__file__).with_name("rl_helpers.py")
 

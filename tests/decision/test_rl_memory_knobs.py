@@ -47,9 +47,10 @@ def test_a_step_batch_not_a_multiple_of_the_micro_batch_is_refused():
 
 
 def test_gpu_profile_rl_fits_one_card_settings():
-    from decision_pipeline.common.params import load_section
     root = Path(__file__).resolve().parents[2]
-    p = load_section(RLParams, "rl", root / "profiles/gpu.yaml")
+    from decision_pipeline.common.params import from_dict
+    from decision_pipeline.common.profiles import merged_profile
+    p = from_dict(RLParams, merged_profile("gpu", root)["rl"], "gpu profile: rl")
     assert p.micro_batch_size in (1, 2) and p.gradient_checkpointing
     assert p.vllm_max_model_length >= p.max_completion_length and p.vllm_gpu_memory_utilization <= 0.4
     assert dataclasses.asdict(p)["vllm_enable_sleep_mode"] is True

@@ -26,9 +26,10 @@ from decision_pipeline.common.io import write_json, write_table
 from decision_pipeline.common.params import load_section
 from decision_pipeline.curation.documents import DEV_SCHEMA, POOL_SCHEMA
 from decision_pipeline.lm.training import PretrainParams
+from decision_pipeline.common.profiles import merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]
-MICRO = yaml.safe_load((ROOT / "profiles" / "micro.yaml").read_text())
+MICRO = merged_profile("micro", ROOT)
 
 
 def write_params(root: Path, name: str, processes: int, **pretrain) -> Path:

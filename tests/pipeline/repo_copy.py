@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from decision_pipeline.common.profiles import dump, merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -42,7 +43,7 @@ def copy_repo(dest: Path, profile: str = "micro") -> Path:
             continue
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, dest / rel)
-    shutil.copy2(ROOT / "profiles" / f"{profile}.yaml", dest / "params.yaml")
+    (dest / "params.yaml").write_text(dump(merged_profile(profile, ROOT)))
     run(["git", "init", "-q"], dest)
     run(["git", "add", "-A"], dest)
     run(["git", "commit", "-qm", "init"], dest)

@@ -34,9 +34,10 @@ from decision_pipeline.curation.documents import DEV_SCHEMA, POOL_SCHEMA
 from decision_pipeline.decision.generation import GenerateParams, log_fingerprint
 from decision_pipeline.decision.item_splits import ItemsParams, build_items
 from decision_pipeline.questions.schema import QUESTION_SCHEMA
+from decision_pipeline.common.profiles import dump, merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]
-MICRO = yaml.safe_load((ROOT / "profiles" / "micro.yaml").read_text())
+MICRO = merged_profile("micro", ROOT)
 SUBPROCESS_STAGES = {"items", "ingest", "select_chains", "choose_lr", "s1mb_data"}  # no torch import
 QUESTION = {"id": "ext-1", "task": "choice", "question": "Which is larger, 3 or 5?", "gold": "b",
             "options": [{"id": "a", "text": "3"}, {"id": "b", "text": "5"}]}
@@ -134,7 +135,7 @@ def items_case(tmp: Path, expect: tuple[str, ...], changes: dict | None = None,
     """The items stage on the micro params with `changes`/`edit` applied (or its YAML text rewritten)."""
     out, params = tmp / "out", write_params(tmp, changes, edit)
     if text:
-        Path(params).write_text(text((ROOT / "profiles" / "micro.yaml").read_text()))
+        Path(params).write_text(text(dump(merged_profile("micro", ROOT))))
     return Case("items", ["--params", params, "--out", str(out / "items.parquet"),
                           "--metrics", str(out / "items.json")], expect)
 
@@ -311,7 +312,7 @@ CASES: dict[str, Callable[[Path, Inputs], Case]] = {
     "params-splits-not-summing-to-1": lambda t, i: items_case(
         t, ("items.splits", "summing to 1"), {"items.splits.pool": 0.9}),
     "params-not-yaml": lambda t, i: items_case(
-        t, (".yaml:8: not valid YAML",), text=lambda y: y.replace("per_cell: 8", "per_cell: [8")),
+        t, (".yaml:", ": not valid YAML (expected"), text=lambda y: y.replace("per_cell: 8", "per_cell: [8")),
     "params-typo-in-register-weights": lambda t, i: ingest_case(
         t, ("ingest.register_weights.forun: unknown key",), {"ingest.register_weights": {"forun": 0.6, "news": 0.4}}),
     "params-empty-dev-registers": lambda t, i: ingest_case(

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from decision_pipeline.common import local_s3
+from decision_pipeline.common.profiles import dump, merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -54,7 +55,7 @@ def repo(tmp_path_factory) -> Path:
             continue  # start from no recorded state, as a first run would
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, dest / rel)
-    shutil.copy2(ROOT / "profiles" / "micro.yaml", dest / "params.yaml")
+    (dest / "params.yaml").write_text(dump(merged_profile("micro", ROOT)))
     _run(["git", "init", "-q"], dest)
     _run(["git", "add", "-A"], dest)
     _run(["git", "commit", "-qm", "init"], dest)

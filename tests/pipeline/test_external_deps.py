@@ -20,11 +20,12 @@ from decision_pipeline.decision.item_splits import ItemsParams
 
 sys.path.insert(0, str(Path(__file__).parent))
 from repo_copy import ROOT, copy_repo, run  # noqa: E402
+from decision_pipeline.common.profiles import merged_profile, profile_names
 
 # stage -> the params keys naming its external inputs
 EXTERNAL = {"items": ("items.external",), "ingest": ("ingest.external_pool", "ingest.external_dev"),
             "base_model": ("base_model.path",), "s1mb_data": ("s1mb_data.local_dir",)}
-PROFILES = [ROOT / "params.yaml", *sorted((ROOT / "profiles").glob("*.yaml"))]
+PROFILES = profile_names(ROOT)
 
 
 def _value(params: dict, dotted: str) -> object:
@@ -40,18 +41,18 @@ def test_every_external_path_is_a_dep_of_its_stage():
             assert _value(params, key) in deps[stage], f"{key} is not a dep of stage {stage}"
 
 
-@pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name)
-def test_profiles_never_write_an_empty_external_path(path):
+@pytest.mark.parametrize("name", PROFILES)
+def test_profiles_never_write_an_empty_external_path(name):
     """'' would make `dvc repro` fail with DVC's bare "unexpected error": none is the placeholder."""
-    params = yaml.safe_load(path.read_text())
+    params = merged_profile(name, ROOT)
     empty = [k for keys in EXTERNAL.values() for k in keys if not _value(params, k)]
-    assert not empty, f"{path.name}: {empty} are empty; write {NO_PATH} for none"
+    assert not empty, f"{name}: {empty} are empty; write {NO_PATH} for none"
 
 
 def test_placeholder_is_committed_and_reads_as_none(tmp_path):
     # not empty: DVC warns "'configs/external/none' is empty" on every repro otherwise
     assert (ROOT / NO_PATH).is_file() and (ROOT / NO_PATH).stat().st_size > 0
-    params = yaml.safe_load((ROOT / "profiles" / "micro.yaml").read_text())
+    params = merged_profile("micro", ROOT)
     for value in (NO_PATH, f"./{NO_PATH}"):
         params["items"]["external"] = value
         (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import shutil
 import sys
 from pathlib import Path
@@ -40,9 +39,10 @@ from decision_pipeline.questions.schema import QUESTION_SCHEMA
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kill_helpers import Forker, complete_lines, gone, jsonl_lines, kill_points, spawned_children  # noqa: E402
+from decision_pipeline.common.profiles import merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]
-MICRO = yaml.safe_load((ROOT / "profiles" / "micro.yaml").read_text())
+MICRO = merged_profile("micro", ROOT)
 SEED = 154  # issue 15.4: the kill points are this RNG's, not hand-picked
 KILLED = -9
 PRELOAD = ["stages.generate", "stages.sft", "stages.pretrain", "decision_pipeline.decision.rl_trainer",

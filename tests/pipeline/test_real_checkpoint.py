@@ -28,10 +28,11 @@ from decision_pipeline.common.io import read_jsonl
 from decision_pipeline.questions.schema import load_items
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.tokenizer_checks import check_tokenizer
+from decision_pipeline.common.profiles import merged_profile
 
 pytest.importorskip("gguf")
 ROOT = Path(__file__).resolve().parents[2]
-MICRO = yaml.safe_load((ROOT / "profiles" / "micro.yaml").read_text())
+MICRO = merged_profile("micro", ROOT)
 TINY = {
     "items.per_cell": 4,
     "base_model.source": "path", "base_model.nll_items": 2, "base_model.threads": 2,
