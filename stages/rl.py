@@ -8,7 +8,8 @@ registry in `decision_pipeline/decision/rl_rewards.py` weighted by
 from the last checkpoint of the same params, data, SFT model and code (another
 run's checkpoints are refused, and the reason printed). Writes the rollout log
 beside the checkpoints, per-round rows (`plots/rl/rounds.json` + PNG) and
-`metrics/rl.json` (reward gain with a bootstrap CI over prompts). `rl.launch`
+`metrics/rl.json` (reward gain with a bootstrap CI over prompts, the reward trend adjusted
+for each prompt's probe pass rate, answer collapse per round). `rl.launch`
 picks the process count and accelerate config: one process trains here; more
 re-run this command under `accelerate launch`, and rank 0 alone writes the outputs.
 """
@@ -18,7 +19,6 @@ import time
 
 import torch
 
-from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.fingerprint import code_fingerprint, model_fingerprint
 from decision_pipeline.common.io import atomic_dir, read_jsonl, write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
@@ -27,7 +27,7 @@ from decision_pipeline.decision import rl_rewards, rl_trainer
 from decision_pipeline.decision.adapters import save_adapter_and_merged
 from decision_pipeline.lm.launch import LaunchParams, finish, threads_per_process, train_here
 from decision_pipeline.questions.schema import load_items
-from decision_pipeline.decision.rl_metrics import round_rows, run_summary
+from decision_pipeline.decision.rl_run import run_metrics, training_questions
 from decision_pipeline.decision.rl_trainer import RLParams, check_lora_targets, fingerprint_parts, train_grpo
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import load_model
@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", required=True, help="the SFT model directory (merged)")
     ap.add_argument("--items", required=True)
     ap.add_argument("--selected", required=True, help="rl_select's questions.jsonl (training order)")
+    ap.add_argument("--probe", required=True, help="rl_probe's probe.jsonl (pass rate per question: the difficulty)")
     ap.add_argument("--work", required=True, help="persistent checkpoint directory")
     ap.add_argument("--out", required=True, help="merged model directory (adapter in <out>/adapter)")
     ap.add_argument("--metrics", required=True)
@@ -52,12 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     p = load_section(RLParams, "rl", args.params)
     seed = load_base(args.params).seed + p.seed_offset
     selected = read_jsonl(args.selected)
-    if len(selected) < p.prompts_needed:
-        raise PipelineError(f"{args.selected}: {len(selected)} questions selected, but {p.rounds} rounds x "
-                            f"{p.prompts_per_round} prompts need {p.prompts_needed} (each question is used once); "
-                            "lower rl.max_steps or rl.prompts_per_round, or probe more (rl_probe.*_questions)")
-    by_id = {q["id"]: q for q in load_items(args.items)}
-    questions = [by_id[s["id"]] for s in selected[: p.prompts_needed]]
+    questions = training_questions(selected, {q["id"]: q for q in load_items(args.items)}, p, args.selected)
     if not train_here(p.launch, "rl", "stages.rl", argv, args.params):
         return  # the launched processes trained; rank 0 wrote the outputs and the summary line
     torch.set_num_threads(threads_per_process(p.threads))
@@ -73,11 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     if peft_model is None:
         return  # not rank 0: only rank 0 writes
     rollouts = read_jsonl(f"{args.work}/rollouts.jsonl")
-    rounds = round_rows(rollouts, history, p.steps_per_generation)
-    metrics = run_summary(rollouts, history, rounds, p.max_steps, 1000, seed)
-    origins = {s["id"]: s["origin"] for s in selected}
-    metrics.update(steps=p.max_steps,
-                   prompts_by_origin={o: sum(origins[q["id"]] == o for q in questions) for o in ("fresh", "sft")})
+    metrics, rounds = run_metrics(rollouts, history, p, seed, selected, questions, read_jsonl(args.probe))
     merged = peft_model.merge_and_unload()
     with atomic_dir(args.out) as tmp:
         save_adapter_and_merged(peft_model, merged, tok, tmp)

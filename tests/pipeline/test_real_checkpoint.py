@@ -133,7 +133,9 @@ def test_smollm2_through_the_gpu_profile_path_on_cpu(smollm2, tmp_path, capsys):
 
     rl_ids = [q["id"] for q in load_items(items, split="rl")[:2]]
     (t / "selected.jsonl").write_text("".join(json.dumps({"id": i, "origin": "fresh"}) + "\n" for i in rl_ids))
+    (t / "probe.jsonl").write_text("".join(json.dumps({"id": i, "k": 2, "correct": 1}) + "\n" for i in rl_ids))
     seconds["rl"] = run("rl", *common, "--model", str(t / "sft"), "--selected", str(t / "selected.jsonl"),
+                        "--probe", str(t / "probe.jsonl"),
                         "--work", str(t / "rl_work"), "--out", str(t / "rl"), "--metrics", str(t / "m_rl.json"),
                         "--plots", str(t / "plots_rl"), "--timings", str(t / "timings_rl.json"))
     assert json.loads((t / "m_rl.json").read_text())["steps"] == 2
