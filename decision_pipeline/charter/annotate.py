@@ -131,7 +131,7 @@ def check_reflections(rows: list[dict], source: str) -> list[dict]:
 def judge(rows: list[dict], cfg: JudgeParams, charter_path: str) -> list[dict]:
     """Judge records for reflection rows (cfg.repeats runs each)."""
     charter = load_charter(charter_path)
-    prompt = load_prompt(cfg.prompt, charter)
+    prompt = load_prompt(cfg.prompt, charter, kind="judge")
     records = judge_all(make_judge(cfg, charter), rows, prompt, charter, cfg)
     by_id = {r["id"]: r for r in rows}
     for rec in records:

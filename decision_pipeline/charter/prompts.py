@@ -23,6 +23,10 @@ from decision_pipeline.common.errors import PipelineError
 
 PASTE_WORDS = 8
 PLACEHOLDERS = ("charter", "document", "reflection", "safety_score")
+# what each kind of prompt must show the model: a reflection prompt without {document} (or a judge
+# prompt without {reflection}) runs, and the model never sees the text it is asked about
+REQUIRED = {"reflection": ("charter", "document"), "judge": ("charter", "document", "reflection")}
+_ANY_CASE = re.compile(r"\{([A-Za-z_]+)\}")
 _FRONT = re.compile(r"\A---\n(.*?)\n---\n", re.DOTALL)
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
@@ -61,7 +65,7 @@ def pasted_charter_text(template: str, charter: Charter) -> str | None:
     return None
 
 
-def parse_prompt(text: str, charter: Charter, source: str) -> Prompt:
+def parse_prompt(text: str, charter: Charter, source: str, kind: str = "reflection") -> Prompt:
     """Check and parse prompt text (see module docstring); errors name `source`."""
     m = _FRONT.match(text)
     if not m:
@@ -77,10 +81,17 @@ def parse_prompt(text: str, charter: Charter, source: str) -> Prompt:
     if "{charter}" not in template:
         raise PipelineError(f"{source}: no {{charter}} placeholder; prompts take the charter from "
                             "configs/charter/charter.md through {charter}")
+    miscased = sorted(n for n in set(_ANY_CASE.findall(template)) if n != n.lower() and n.lower() in PLACEHOLDERS)
+    if miscased:
+        raise PipelineError(f"{source}: placeholder {{{miscased[0]}}} is mis-cased; write {{{miscased[0].lower()}}}")
     unknown = sorted(set(_PLACEHOLDER.findall(template)) - set(PLACEHOLDERS))
     if unknown:
         raise PipelineError(f"{source}: unknown placeholder {{{unknown[0]}}}; known: "
                             + ", ".join("{" + p + "}" for p in PLACEHOLDERS))
+    missing = [n for n in REQUIRED[kind] if "{" + n + "}" not in template]
+    if missing:
+        raise PipelineError(f"{source}: a {kind} prompt needs the {{{missing[0]}}} placeholder; add it where the "
+                            f"model should see the {missing[0].replace('_', ' ')}")
     pasted = pasted_charter_text(template, charter)
     if pasted:
         raise PipelineError(f"{source}: pastes charter text {pasted}; remove it and rely on {{charter}}")
@@ -88,9 +99,9 @@ def parse_prompt(text: str, charter: Charter, source: str) -> Prompt:
     return Prompt(source, version, template)
 
 
-def load_prompt(path: str | Path, charter: Charter) -> Prompt:
-    """Read and check a prompt file."""
+def load_prompt(path: str | Path, charter: Charter, kind: str = "reflection") -> Prompt:
+    """Read and check a prompt file of `kind` (reflection or judge: see REQUIRED)."""
     p = Path(path)
     if not p.is_file():
         raise PipelineError(f"{p}: prompt file not found; fix the prompt path in params")
-    return parse_prompt(p.read_text(encoding="utf-8"), charter, str(p))
+    return parse_prompt(p.read_text(encoding="utf-8"), charter, str(p), kind)

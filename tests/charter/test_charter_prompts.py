@@ -59,3 +59,20 @@ def test_prompt_needs_a_version_and_known_placeholders(charter):
         parse_prompt("---\nversion: 1\n---\n{charter} {doc}", charter, "p.md")
     with pytest.raises(PipelineError, match=r"cites \[8.8\]"):
         parse_prompt("---\nversion: 1\n---\n{charter} e.g. [8.8] {document}", charter, "p.md")
+
+
+@pytest.mark.parametrize("kind,body,expect", [
+    ("reflection", "{charter}\nReflect.\n", r"p.md: a reflection prompt needs the \{document\} placeholder"),
+    ("judge", "{charter}\n{document}\nScore it.\n", r"p.md: a judge prompt needs the \{reflection\} placeholder"),
+    ("reflection", "{charter}\n{Document}\n", r"p.md: placeholder \{Document\} is mis-cased; write \{document\}"),
+    ("judge", "{charter}\n{document}\n{REFLECTION}\n", r"p.md: placeholder \{REFLECTION\} is mis-cased"),
+    ("reflection", "{charter}\n{document}\n{doc}\n", r"p.md: unknown placeholder \{doc\}"),
+], ids=["reflection-no-document", "judge-no-reflection", "miscased", "miscased-upper", "unknown"])
+def test_prompt_kind_requires_its_placeholders(charter, kind, body, expect):
+    with pytest.raises(PipelineError, match=expect):
+        parse_prompt(f"---\nversion: 1\n---\n{body}", charter, "p.md", kind)
+
+
+def test_project_judge_prompts_pass_the_judge_kind(charter):
+    for name in ("judge", "judge_v2"):
+        assert load_prompt(f"configs/prompts/{name}.md", charter, kind="judge").version >= 1
