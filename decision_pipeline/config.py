@@ -147,6 +147,8 @@ def check_main(argv: list[str] | None = None) -> int:
         data = apply_sets(read_params_file(args.params), args.set, args.params)
         reference = _committed_reference()
         errors = collect_errors(data, args.params, reference)
+        if not errors:
+            errors = prompt_errors(data, args.params)
     except PipelineError as exc:
         errors = [str(exc)]
     for line in errors:
@@ -156,6 +158,31 @@ def check_main(argv: list[str] | None = None) -> int:
         return 2
     print(f"[check] {args.params}: {len(SECTIONS)} sections OK in {time.perf_counter() - started:.2f}s")
     return 0
+
+
+def prompt_errors(data: dict, path: str | Path) -> list[str]:
+    """Each reflect candidate's prompt file and the judge's through the placeholder check of its kind
+    (a reflection prompt without {document} would reach the model without the text)."""
+    from decision_pipeline.charter.charter import load_charter
+    from decision_pipeline.charter.prompts import load_prompt
+    from decision_pipeline.common.params import load_section
+
+    reflect = load_section(SECTIONS["reflect"], "reflect", path, data)
+    judge = load_section(SECTIONS["judge"], "judge", path, data)
+    try:
+        charter = load_charter(reflect.charter)
+    except PipelineError as exc:
+        return [str(exc)]
+    jobs = [(c.prompt, "reflection") for c in reflect.candidates.values() if getattr(c, "prompt", "")]
+    if getattr(judge, "prompt", ""):
+        jobs.append((judge.prompt, "judge"))
+    errors = []
+    for prompt, kind in dict.fromkeys(jobs):
+        try:
+            load_prompt(prompt, charter, kind)
+        except PipelineError as exc:
+            errors.append(str(exc))
+    return errors
 
 
 def _committed_reference() -> dict | None:

@@ -84,3 +84,10 @@ def test_an_empty_or_non_mapping_params_file_is_one_line(tmp_path, text):
     proc = subprocess.run([sys.executable, "-m", "decision_pipeline.config", "check", "--params", str(path)],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and str(path) in proc.stderr and "mapping of sections" in proc.stderr
+
+
+def test_prompt_files_are_checked_for_their_placeholders(tmp_path):
+    bad = tmp_path / "reflect.md"
+    bad.write_text((ROOT / "configs/prompts/small_base.md").read_text().replace("{document}", "{Document}"))
+    proc = _check(tmp_path, PARAMS, f"reflect.candidates.small_base.prompt={bad}")
+    assert proc.returncode == 2 and f"{bad}: placeholder {{Document}} is mis-cased" in proc.stderr
