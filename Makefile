@@ -48,7 +48,7 @@ report: $(STAMP)
 
 # PR review: params and metrics diff against BASE, each metric change marked inside/outside its
 # recorded noise -> review/review.md; `dvc plots diff BASE --json` redrawn offline (matplotlib PNGs,
-# no CDN) -> review/plots/index.html (decision_pipeline/reporting/plots_offline.py)
+# no CDN) -> review/plots/index.html (decision_pipeline/reporting/review_plots.py)
 BASE ?= main
 review: $(STAMP)
 	$(PY) -m decision_pipeline.reporting.review --base $(BASE) --out review
@@ -64,9 +64,9 @@ test: $(STAMP)
 # Each script prints its ratios against a baseline timed in the same run (README "Performance");
 # bench_sampling uses models/base when `dvc repro` has built it, else a tiny model it builds itself
 bench: $(STAMP)
-	$(PY) benchmarks/bench_curation.py
-	$(PY) benchmarks/bench_s1mb.py
-	$(PY) benchmarks/bench_sampling.py $(if $(wildcard models/base/config.json),--model models/base)
+	$(PY) perf/bench_curation.py
+	$(PY) perf/bench_s1mb.py
+	$(PY) perf/bench_sampling.py $(if $(wildcard models/base/config.json),--model models/base)
 
 # A local S3-compatible server (moto, in memory) at the default remote's endpoint,
 # for trying `dvc push` / `dvc pull`; see README "Remote storage"

@@ -22,7 +22,7 @@ from decision_pipeline.decision.answering import answer_questions
 from decision_pipeline.decision.evaluation import EvaluateParams, answer_records, evaluate_records
 from decision_pipeline.questions.schema import load_items
 from decision_pipeline.lm.runtime import RuntimeParams
-from decision_pipeline.reporting.plots import plot_accuracy_grid, plot_reliability, plot_routing_curve
+from decision_pipeline.reporting.stage_plots import plot_accuracy_grid, plot_reliability, plot_routing_curve
 
 
 @stage_main

@@ -32,7 +32,7 @@ from decision_pipeline.decision.rl_trainer import RLParams, check_lora_targets, 
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import load_model
 from decision_pipeline.lm.runtime import RuntimeParams
-from decision_pipeline.reporting.plots import plot_rl_rounds
+from decision_pipeline.reporting.stage_plots import plot_rl_rounds
 
 
 @stage_main

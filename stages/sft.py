@@ -25,7 +25,7 @@ from decision_pipeline.decision.sft_trainer import SFTParams
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import load_model
 from decision_pipeline.lm.runtime import RuntimeParams
-from decision_pipeline.reporting.plots import plot_loss_curves
+from decision_pipeline.reporting.stage_plots import plot_loss_curves
 
 
 @stage_main

@@ -33,7 +33,7 @@ from typing import Any
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
-from decision_pipeline.reporting import plots_offline
+from decision_pipeline.reporting import review_plots
 from decision_pipeline.reporting.registry import Headline, halfwidth_from_summary
 from decision_pipeline.reporting.sections import SECTIONS
 from decision_pipeline.reporting.sources import lookup
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         plots = None
         if not args.no_plots:
             plots = f"{args.out}/plots"
-            plots_offline.build(args.base, Path(plots))
+            review_plots.build(args.base, Path(plots))
         text = review_markdown(args.base, params, metrics, old, new, plots)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -10,8 +10,8 @@ appear.
 """
 from __future__ import annotations
 
-from decision_pipeline.reporting import figures as F
-from decision_pipeline.reporting import figures_decision as D
+from decision_pipeline.reporting import report_figures as F
+from decision_pipeline.reporting import report_figures_decision as D
 from decision_pipeline.reporting import narrative as N
 from decision_pipeline.reporting.registry import Fig, Headline, Section
 from decision_pipeline.reporting.sources import Store

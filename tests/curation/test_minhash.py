@@ -69,7 +69,7 @@ def test_signatures_follow_mersenne_formula_and_thread_invariant(pool):
 @pytest.mark.parametrize("seed", [1, 1234])  # 1234: params.yaml base.seed, what the curate stage and the benchmark use
 def test_bit_identical_to_datasketch_legacy(pool, seed):
     """datasketch fed our shingle values gives our signatures bit for bit: the like-for-like
-    comparison of benchmarks/bench_curation.py (it feeds ``hashfunc=int`` the per-doc value lists)."""
+    comparison of perf/bench_curation.py (it feeds ``hashfunc=int`` the per-doc value lists)."""
     datasketch = pytest.importorskip("datasketch")
     texts = [d["text"] for d in pool[:40]] + ["", "two words", "Page   NOT found."]
     x, off = shingle_hashes(texts, 5)

@@ -3,7 +3,7 @@
 Generates the same chains both ways from a tiny model the script builds (or
 `--model DIR`), interleaved, best of N, and prints the ratio and whether the
 sampled tokens are identical (same seed, same kept set => same tokens).
-Usage: python benchmarks/bench_sampling.py [--model models/base] [--repeats 3]
+Usage: python perf/bench_sampling.py [--model models/base] [--repeats 3]
 """
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ per judgment, null for failed and unpredicted questions), each a fresh process,
 Ratios (cli / parse-only; cli-strict / cli) are taken within each round, then the
 median over rounds, on wall and on CPU time (CPU is steadier on a loaded machine). The output
 must equal the in-memory ``score_benchmark`` metrics to 1e-8, and both passes must
-give the same result. Run: ``.venv/bin/python benchmarks/bench_s1mb.py [--repeats 5]``.
+give the same result. Run: ``.venv/bin/python perf/bench_s1mb.py [--repeats 5]``.
 """
 from __future__ import annotations
 

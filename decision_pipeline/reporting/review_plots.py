@@ -17,7 +17,7 @@ long enough for averaging to matter, else a plain line. `simple` draws lines,
 DVC's JSON (a plot file missing in one revision) are listed on the page, never
 raised: a review must still open when one revision lacks a file.
 
-    python -m decision_pipeline.reporting.plots_offline --base main --out review/plots
+    python -m decision_pipeline.reporting.review_plots --base main --out review/plots
 """
 from __future__ import annotations
 
@@ -266,7 +266,7 @@ def render_page(payload: dict, out: Path, revs: Sequence[str] = ()) -> Path:
     title = f"dvc plots diff: {' vs '.join(order) or 'no revisions'}"
     body = [f"<h1>{esc(title)}</h1>",
             "<p>Drawn offline from <code>dvc plots diff --json</code> by <code>decision_pipeline.reporting."
-            "plots_offline</code>: PNGs and copied images next to this page, no scripts, no network.</p>",
+            "review_plots</code>: PNGs and copied images next to this page, no scripts, no network.</p>",
             f"<h2>Problems: errors in DVC's JSON, plots not drawn ({len(problems)})</h2>",
             f"<table><tr><th>revision</th><th>plot</th><th>file</th><th>error</th></tr>{rows}</table>"
             if problems else "<p>None.</p>", f"<h2>Data plots ({len(figures)})</h2>", *figures,

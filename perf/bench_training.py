@@ -20,7 +20,7 @@ vocabulary stays. Why these bounds: the dev NLL decides the learning rate (the
 committed sweep's two rates differ by 0.003 nats), so a speed-up may move it by
 thousandths, not hundredths; 1% of the training loss is the same order.
 
-Usage: python benchmarks/bench_training.py [--model models/base] [--steps 100] [--repeats 3]
+Usage: python perf/bench_training.py [--model models/base] [--steps 100] [--repeats 3]
 Real data and base when `models/base` and the data files exist, else a tiny locally built model.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from decision_pipeline.reporting.figures import bar_labels, color, figure, models_in, save
+from decision_pipeline.reporting.report_figures import bar_labels, color, figure, models_in, save
 from decision_pipeline.reporting.sources import Store
 
 EVAL = "metrics/evaluate/{}.json"

@@ -29,7 +29,7 @@ machine's load drifting between rounds):
 
 Also checks estimate quality: on 300 (doc, lightly edited copy) pairs, mean absolute
 error of the signature-agreement Jaccard estimate vs the true shingle Jaccard.
-Run: ``.venv/bin/python benchmarks/bench_curation.py [--repeats 5] [--json out.json]``.
+Run: ``.venv/bin/python perf/bench_curation.py [--repeats 5] [--json out.json]``.
 """
 from __future__ import annotations
 
