@@ -7,7 +7,6 @@ testable without DVC.
 """
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from decision_pipeline.charter.prompts import load_prompt
 from decision_pipeline.charter.reviews import PROVENANCE, ReviewsParams, seeded_reviews
 from decision_pipeline.charter.seed import SPLITS
 from decision_pipeline.charter.rubric import VOICES
-from decision_pipeline.charter.throughput import ThroughputParams, gpu_hours, measure, served
+from decision_pipeline.charter.throughput import ThroughputParams, cost, measure, served
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import read_json
 from decision_pipeline.common.params import rule
@@ -250,15 +249,15 @@ def agreement(reflections: list[dict], judged: list[dict], export: Path, cfg: Ag
             "reviewed_outside_validation": sum(1 for a in reference if a not in validation), **result}, confusion
 
 
-def throughput(name: str, cfg: ReflectParams, tp: ThroughputParams, docs: list[dict], seed: int) -> dict:
-    """docs/s after warm-up through the candidate's endpoint (served here when serve_model
-    is set), and the GPU-hour extrapolation."""
+def throughput(name: str, cfg: ReflectParams, tp: ThroughputParams, docs: list[dict], seed: int) -> tuple[dict, dict]:
+    """(metrics, machine-dependent timings): docs/s after warm-up through the candidate's endpoint
+    (served here when serve_model is set) and the GPU-hour extrapolation, per `throughput.mode`."""
     c, charter = candidate(cfg, name), load_charter(cfg.charter)
     if c.kind == "reference":
         version = load_prompt(c.prompt, charter).version if c.prompt else 0
         return {"candidate": name, "kind": "reference", "prompt_version": version, "docs_per_s": None,
                 "gpu_hours": None, "wall_hours": None, "affordable": True, "device": "none (rule-based, no GPU)",
-                "workload_docs": tp.workload_docs}
+                "workload_docs": tp.workload_docs}, {}
     prompt = load_prompt(c.prompt, charter)
     if c.serve_model:
         with served(c.serve_model, c.model, tp.server_start_timeout_s) as (url, pid):
@@ -269,8 +268,9 @@ def throughput(name: str, cfg: ReflectParams, tp: ThroughputParams, docs: list[d
         gen = EndpointGenerator(name, c, prompt, charter, c.base_url, seed)
         m = measure(gen, docs, tp)
         where = {"server": c.base_url, "device": "endpoint"}
-    return {"candidate": name, "kind": "endpoint", "prompt_version": prompt.version, "warmup_docs": tp.warmup_docs, **m,
+    metrics, timings = cost(m, c.gpus, tp)
+    return {"candidate": name, "kind": "endpoint", "prompt_version": prompt.version, "warmup_docs": tp.warmup_docs, **metrics,
             "truncated_prompts": gen.truncated_prompts,
             "workload_docs": tp.workload_docs, "nodes": tp.nodes, "gpus_per_node": tp.gpus_per_node,
             "gpus_per_instance": c.gpus, "budget_gpu_hours": tp.gpu_hour_budget,
-            **gpu_hours(m["docs_per_s"], c.gpus, tp), **where}
+            **where}, timings

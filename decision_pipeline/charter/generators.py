@@ -107,6 +107,7 @@ class EndpointGenerator:
         self.tokenizer = load_tokenizer(cfg.tokenizer or cfg.serve_model)
         self.url = base_url.rstrip("/") + "/completions"
         self.completion_tokens = 0
+        self.prompt_tokens = 0
         self.truncated_prompts = 0
         self._lock = threading.Lock()
 
@@ -151,6 +152,7 @@ class EndpointGenerator:
                                 f"{len(prompts)} prompts")
         with self._lock:
             self.completion_tokens += int((answer.get("usage") or {}).get("completion_tokens", 0))
+            self.prompt_tokens += int((answer.get("usage") or {}).get("prompt_tokens", 0))
         return [str(c.get("text") or "") for c in choices]
 
     def reflect(self, docs: Sequence[dict]) -> list[str]:

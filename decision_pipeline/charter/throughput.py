@@ -34,6 +34,12 @@ class ThroughputParams:
     gpus_per_node: int = rule(min=1, doc="GPUs per node")
     gpu_hour_budget: float = rule(min=0.0, doc="GPU-hours above which a candidate is unaffordable")
     server_start_timeout_s: float = rule(min=1.0, doc="seconds to wait for a self-started server to answer")
+    mode: str = rule(choices=("tokens", "measured"),
+                     doc="GPU-hours from the measured docs/s (`measured`: the GPU profile, on the serving GPU) or "
+                         "from the run's token counts per document at `gpu_tokens_per_second` (`tokens`: the CPU "
+                         "profile, where wall-clock docs/s says nothing about a GPU and changes every run)")
+    gpu_tokens_per_second: float = rule(gt=0.0, doc="tokens/s (prompt + completion) one serving instance processes "
+                                                    "on the target GPU: a stated assumption, used in `tokens` mode")
 
 
 def free_port() -> int:
@@ -100,15 +106,40 @@ def gpu_hours(docs_per_s: float, gpus_per_instance: int, cfg: ThroughputParams) 
 
 
 def measure(generator, docs: list[dict], cfg: ThroughputParams) -> dict:
-    """Warm-up, then time `measure_docs` documents through `generator.reflect`."""
+    """Warm-up, then time `measure_docs` documents through `generator.reflect`; their token counts too."""
     need = cfg.warmup_docs + cfg.measure_docs
     if len(docs) < need:
         docs = (docs * (need // max(1, len(docs)) + 1))[:need]
     if cfg.warmup_docs:
         generator.reflect(docs[:cfg.warmup_docs])
-    tokens0 = generator.completion_tokens
+    completion0, prompt0 = generator.completion_tokens, getattr(generator, "prompt_tokens", 0)
     started = time.perf_counter()
     generator.reflect(docs[cfg.warmup_docs:need])
     seconds = time.perf_counter() - started
+    completion = generator.completion_tokens - completion0
+    prompt = getattr(generator, "prompt_tokens", 0) - prompt0
     return {"docs": cfg.measure_docs, "seconds": seconds, "docs_per_s": cfg.measure_docs / seconds,
-            "completion_tokens_per_s": (generator.completion_tokens - tokens0) / seconds}
+            "completion_tokens_per_s": completion / seconds, "prompt_tokens": prompt, "completion_tokens": completion}
+
+
+MACHINE_DEPENDENT = ("seconds", "docs_per_s", "completion_tokens_per_s")
+
+
+def cost(m: dict, gpus_per_instance: int, cfg: ThroughputParams) -> tuple[dict, dict]:
+    """(metrics, machine-dependent timings) of one measurement under `cfg.mode`.
+
+    `tokens`: docs/s = gpu_tokens_per_second / tokens per document, a pure function of the run's
+    token counts, so the metric and the ranking repeat byte for byte; the wall-clock figures are
+    returned as timings (kept out of DVC's outputs). `measured`: the wall-clock docs/s is the metric.
+    """
+    timings = {k: m[k] for k in MACHINE_DEPENDENT}
+    tokens_per_doc = (m["prompt_tokens"] + m["completion_tokens"]) / m["docs"]
+    common = {"docs": m["docs"], "prompt_tokens": m["prompt_tokens"], "completion_tokens": m["completion_tokens"],
+              "tokens_per_doc": round(tokens_per_doc, 3), "mode": cfg.mode}
+    if cfg.mode == "measured":
+        return {**common, **timings, **gpu_hours(m["docs_per_s"], gpus_per_instance, cfg)}, timings
+    if tokens_per_doc <= 0:
+        raise PipelineError("throughput: the served model reported no tokens; its /completions usage is missing")
+    docs_per_s = cfg.gpu_tokens_per_second / tokens_per_doc
+    return {**common, "assumed_gpu_tokens_per_second": cfg.gpu_tokens_per_second,
+            "docs_per_s": round(docs_per_s, 6), **gpu_hours(docs_per_s, gpus_per_instance, cfg)}, timings

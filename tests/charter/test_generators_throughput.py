@@ -65,7 +65,8 @@ def test_unaffordable_candidates_rank_after_affordable_ones():
 
 def test_gpu_hour_extrapolation():
     tp = ThroughputParams(warmup_docs=0, measure_docs=1, workload_docs=102772028, nodes=2,
-                          gpus_per_node=8, gpu_hour_budget=20000.0, server_start_timeout_s=10.0)
+                          gpus_per_node=8, gpu_hour_budget=20000.0, server_start_timeout_s=10.0,
+                          mode="measured", gpu_tokens_per_second=1000.0)
     g = gpu_hours(1000.0, 1, tp)
     assert g["gpu_hours"] == pytest.approx(102772028 / 1000 / 3600)
     assert g["wall_hours"] == pytest.approx(g["gpu_hours"] / 16) and g["affordable"]
@@ -75,7 +76,8 @@ def test_gpu_hour_extrapolation():
 def test_served_model_throughput_is_measured_and_the_server_stopped(tiny_dir, small_charter):
     prompt = parse_prompt("---\nversion: 3\n---\n{charter}\nDocument: {document}\n", small_charter, "p.md")
     tp = ThroughputParams(warmup_docs=2, measure_docs=4, workload_docs=102772028, nodes=1,
-                          gpus_per_node=1, gpu_hour_budget=20000.0, server_start_timeout_s=60.0)
+                          gpus_per_node=1, gpu_hour_budget=20000.0, server_start_timeout_s=60.0,
+                          mode="tokens", gpu_tokens_per_second=1000.0)
     with served(tiny_dir, "tiny", timeout_s=60) as (url, pid):
         gen = EndpointGenerator("tiny", endpoint_cfg(serve_model=tiny_dir), prompt, small_charter, url, seed=0)
         texts = gen.reflect(DOCS)
@@ -83,6 +85,7 @@ def test_served_model_throughput_is_measured_and_the_server_stopped(tiny_dir, sm
     assert len(texts) == 4 and all(isinstance(t, str) for t in texts)
     assert m["docs"] == 4 and m["docs_per_s"] > 0 and gen.completion_tokens > 0
     assert gpu_hours(m["docs_per_s"], 1, tp)["gpu_hours"] > 0
+    assert m["prompt_tokens"] > 0 and m["completion_tokens"] > 0  # the usage the tokens mode prices
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # stopped and reaped
 
@@ -110,3 +113,20 @@ def test_missing_model_dir_to_serve_is_a_clear_error(tmp_path):
     with pytest.raises(PipelineError, match="model directory to serve not found"):
         with served(str(tmp_path / "nope"), "x", timeout_s=5):
             pass
+
+
+def test_tokens_mode_prices_token_counts_so_the_metric_repeats_whatever_the_clock():
+    """Two measurements of the same work, one twice as slow: the `tokens` metrics are byte-identical,
+    and docs/s = assumed tokens/s / tokens per document (hand-computed: 1000 / ((300 + 100) / 4) = 10)."""
+    from decision_pipeline.charter.throughput import cost
+    tp = ThroughputParams(warmup_docs=0, measure_docs=4, workload_docs=36_000, nodes=1, gpus_per_node=1,
+                          gpu_hour_budget=2.0, server_start_timeout_s=10.0, mode="tokens", gpu_tokens_per_second=1000.0)
+    fast = {"docs": 4, "seconds": 1.0, "docs_per_s": 4.0, "completion_tokens_per_s": 100.0,
+            "prompt_tokens": 300, "completion_tokens": 100}
+    slow = {**fast, "seconds": 2.0, "docs_per_s": 2.0, "completion_tokens_per_s": 50.0}
+    (m1, t1), (m2, t2) = cost(fast, 1, tp), cost(slow, 1, tp)
+    assert m1 == m2 and t1 != t2
+    assert m1["docs_per_s"] == 10.0 and m1["gpu_hours"] == pytest.approx(36_000 / 10 / 3600) and m1["affordable"]
+    assert "seconds" not in m1 and t1["seconds"] == 1.0
+    measured = ThroughputParams(**{**tp.__dict__, "mode": "measured"})
+    assert cost(slow, 1, measured)[0]["docs_per_s"] == 2.0  # the GPU profile's metric is the clock
