@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
-from decision_pipeline.common.fingerprint import claim_work_dir, code_fingerprint, run_fingerprint
+from decision_pipeline.common.fingerprint import code_fingerprint, run_fingerprint
+from decision_pipeline.common.workdir import claim, content_params
 from decision_pipeline.common.io import atomic_dir, read_json, read_table, write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, read_params_file, stage_parser
@@ -70,10 +70,9 @@ def main(argv: list[str] | None = None) -> None:
     chosen = selected_texts(texts, sel["ids"], selection)
     heldout = read_table(args.heldout)
     # a checkpoint holds the whole state and no rank draws random numbers, so any process count resumes it
-    content = {k: v for k, v in asdict(p).items() if k not in ("threads", "save_steps", "launch")}
-    fingerprint = run_fingerprint(content, budget, seed, chosen, [r["text"] for r in heldout],
+    fingerprint = run_fingerprint(content_params(p), budget, seed, chosen, [r["text"] for r in heldout],
                                   model_fingerprint_of_tokenizer(args.tokenizer), code_fingerprint(training, model_module))
-    on_main_then_all(lambda: claim_work_dir(args.work, fingerprint))
+    on_main_then_all(lambda: claim(args.work, fingerprint, "pretrain"))
     model, log, metrics = pretrain(args.name, chosen, heldout, tok, p, budget, seed, work_dir=args.work,
                                    n_budget_docs=sel.get("n_budget_docs"))  # seeds reorder, never swap in the tail
     finish()

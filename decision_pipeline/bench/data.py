@@ -3,11 +3,11 @@
 source: synthetic (default/micro profiles)
     Benchmarks in the exact S1MB formats built offline from the eval split
     (``decision_pipeline.bench.synthetic``): one per (family, task) plus a
-    many-option choice set, written as ``perf/``,
+    many-option choice set, written as ``benchmarks/``,
     ``categories/<category>.json``, ``datasets/<subset>/test/``.
 source: local (GPU profile)
     A local export of the real data, laid out as
-        <local_dir>/perf/<id>.json         (upstream evaluator/data/benchmarks)
+        <local_dir>/benchmarks/<id>.json         (upstream evaluator/data/benchmarks)
         <local_dir>/categories/<category>.json   (upstream evaluator/data/categories)
         <local_dir>/datasets/<subset>/...        (the HF dataset's Parquet/JSONL/Arrow files)
     Every benchmark of the category is loaded and validated (rows, targets,
@@ -101,7 +101,7 @@ def index_local_set(out: Path, p: S1mbDataParams) -> dict:
     """Validate the local export, copy its definitions to `out`, index its files by hash; return the index."""
     root = Path(p.local_dir).expanduser().resolve()
     if not (root / "benchmarks").is_dir() or not (root / "datasets").is_dir():
-        raise PipelineError(f"{root}: not an S1MB export (needs perf/, categories/ and datasets/); "
+        raise PipelineError(f"{root}: not an S1MB export (needs benchmarks/, categories/ and datasets/); "
                             "fix s1mb_data.local_dir in params.yaml")
     definitions = load_benchmarks(root / "benchmarks")
     category_file = root / "categories" / f"{p.category}.json"

@@ -13,7 +13,7 @@ library, result files, Task Avg and Borda run end to end on a laptop:
   every eval ``larger`` question extended deterministically to ``n_options``
   (default 12 > the 8 answer labels) distinct numbers, so adapters must compose
   a chunked readout to answer it;
-- definitions (§2) in ``perf/<id>.json``, a category file in
+- definitions (§2) in ``benchmarks/<id>.json``, a category file in
   ``categories/<category>.json`` and the rows (§3.1) as JSONL in
   ``datasets/<subset>/test/data.jsonl`` — the layout ``load_benchmarks``,
   ``load_category``, ``read_rows`` and ``load_cases`` read.
@@ -190,7 +190,7 @@ def dataset_revision(synthetic: SyntheticSet) -> str:
 
 
 def write_synthetic(root: str | Path, synthetic: SyntheticSet) -> dict[str, str]:
-    """Write ``perf/``, ``categories/`` and ``datasets/<subset>/test/data.jsonl`` under ``root``.
+    """Write ``benchmarks/``, ``categories/`` and ``datasets/<subset>/test/data.jsonl`` under ``root``.
 
     Returns ``{relative path: sha256}`` of every file written (for the index).
     Files are plain writes: wrap ``root`` in ``atomic_dir`` for an atomic output.
@@ -205,7 +205,7 @@ def write_synthetic(root: str | Path, synthetic: SyntheticSet) -> dict[str, str]
         files[rel] = _sha256(text)
 
     for bid, definition in sorted(synthetic.definitions.items()):
-        put(f"perf/{bid}.json", dump_benchmark(definition))
+        put(f"benchmarks/{bid}.json", dump_benchmark(definition))
     put(f"categories/{synthetic.category['id']}.json", dumps_strict(synthetic.category))
     for subset, rows in sorted(synthetic.rows.items()):
         put(f"datasets/{subset}/{SPLIT}/data.jsonl", _jsonl(rows))

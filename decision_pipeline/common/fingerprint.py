@@ -9,11 +9,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
-from decision_pipeline.common.io import write_text_atomic
 
 WEIGHT_PATTERNS = ("config.json", "*.safetensors", "*.bin")
 
@@ -45,19 +43,3 @@ def code_fingerprint(*modules: Any) -> str:
     for module in modules:
         h.update(Path(module.__file__).read_bytes())
     return h.hexdigest()[:16]
-
-
-def claim_work_dir(work: str | Path, fingerprint: str) -> bool:
-    """Make `work` belong to the run `fingerprint`; returns True when it already did (resume).
-
-    A directory left by another run (other config, data, base or code) is removed:
-    its checkpoints must never be resumed into this run.
-    """
-    work = Path(work)
-    marker = work / "fingerprint.txt"
-    resumed = marker.is_file() and marker.read_text().strip() == fingerprint
-    if work.exists() and not resumed:
-        shutil.rmtree(work)
-    work.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(marker, fingerprint + "\n")
-    return resumed

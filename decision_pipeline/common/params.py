@@ -36,7 +36,7 @@ SECTION_NAMES = ("base", "items", "ingest", "tokenizer", "curate", "pretrain", "
 
 def rule(*, min: float | None = None, max: float | None = None, gt: float | None = None,
          choices: tuple | None = None, keys: tuple | None = None, nonempty: bool = False,
-         external: bool = False,
+         external: bool = False, run_control: bool = False,
          default: Any = dataclasses.MISSING, default_factory: Any = dataclasses.MISSING, doc: str = "") -> Any:
     """A dataclass field with validation metadata (and an optional default).
 
@@ -46,9 +46,12 @@ def rule(*, min: float | None = None, max: float | None = None, gt: float | None
     `nonempty` refuses an empty list or mapping (`families: []` makes 0 items downstream).
     `external` marks a path that is a DVC dep of its stage: '' is refused (DVC cannot track an empty
     path and fails with a bare "unexpected error"); `configs/external/none` is the way to say none.
+    `run_control` marks a knob that decides how a run is carried out, never what it computes
+    (threads, save cadence, memory placement, budgets that stop early): a resumable work directory
+    stays valid when it changes (common/workdir.py).
     """
     meta = {"min": min, "max": max, "gt": gt, "choices": choices, "keys": keys, "nonempty": nonempty,
-            "external": external, "doc": doc}
+            "external": external, "run_control": run_control, "doc": doc}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)

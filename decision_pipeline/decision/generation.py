@@ -9,7 +9,7 @@ order at the end (`decision_pipeline.decision.sharding`).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from transformers import PreTrainedTokenizerBase
@@ -18,6 +18,7 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.fingerprint import model_fingerprint, run_fingerprint
 from decision_pipeline.common.io import JsonlAppender
 from decision_pipeline.common.params import rule
+from decision_pipeline.common.workdir import content_params
 from decision_pipeline.decision.prompts import encode, thinking_prefix
 from decision_pipeline.questions.schema import LABELS, THINK_OPEN, assistant_answer, gold_index
 from decision_pipeline.lm.backends import BACKENDS, Backend, Completion, SamplingSettings, make_backend
@@ -39,21 +40,21 @@ class GenerateParams:
                             "an OpenAI-compatible endpoint, or none")
     teacher_base_url: str = rule(doc="teacher endpoint when teacher is openai, e.g. http://127.0.0.1:8000/v1")
     teacher_model: str = rule(doc="model name the teacher endpoint serves")
-    concurrency: int = rule(min=1, doc="parallel requests to the teacher endpoint")
-    teacher_timeout_s: float = rule(gt=0.0, doc="seconds one teacher request may take (non-streaming: the whole "
+    concurrency: int = rule(run_control=True, min=1, doc="parallel requests to the teacher endpoint")
+    teacher_timeout_s: float = rule(run_control=True, gt=0.0, doc="seconds one teacher request may take (non-streaming: the whole "
                                                 "completion, k samples of up to max_new_tokens) before it is "
                                                 "retried and finally fails naming this key")
-    teacher_token_cap: int = rule(min=0, doc="completion tokens the teacher may spend over the whole log, resumes "
+    teacher_token_cap: int = rule(run_control=True, min=0, doc="completion tokens the teacher may spend over the whole log, resumes "
                                              "included (0 = no cap); at the cap the stage stops cleanly and a "
                                              "rerun with a higher cap continues")
-    teacher_usd_per_mtok_in: float = rule(min=0.0, doc="teacher price per million prompt tokens (cost estimate)")
-    teacher_usd_per_mtok_out: float = rule(min=0.0, doc="teacher price per million completion tokens (cost estimate)")
-    deadline_minutes: float = rule(min=0.0, doc="stop cleanly at a chunk boundary after this long (0 = none); "
+    teacher_usd_per_mtok_in: float = rule(run_control=True, min=0.0, doc="teacher price per million prompt tokens (cost estimate)")
+    teacher_usd_per_mtok_out: float = rule(run_control=True, min=0.0, doc="teacher price per million completion tokens (cost estimate)")
+    deadline_minutes: float = rule(run_control=True, min=0.0, doc="stop cleanly at a chunk boundary after this long (0 = none); "
                                                 "`dvc repro` resumes")
     target_pool_size: int = rule(min=1, doc="questions in the production pool, for the CPU/GPU-hours extrapolation")
-    threads: int = rule(min=1, doc="torch CPU threads of each worker (not divided among workers: the thread "
+    threads: int = rule(run_control=True, min=1, doc="torch CPU threads of each worker (not divided among workers: the thread "
                                    "count can change logits, so every worker uses the same)")
-    workers: int = rule(min=1, doc="generation processes for the base model (CPU), or GPUs with one engine each; "
+    workers: int = rule(run_control=True, min=1, doc="generation processes for the base model (CPU), or GPUs with one engine each; "
                                    "chunk i goes to worker i mod workers and chains.jsonl is the same for any value")
 
 
@@ -129,16 +130,11 @@ def generate_chains(questions: Sequence[dict], sources: dict[str, Backend | None
     return stats
 
 
-# Knobs that decide how far or how fast a run goes, never what a record holds: changing
-# them must not discard a resumable log (raising the teacher's cap continues the run).
-RUN_CONTROL = ("deadline_minutes", "teacher_token_cap", "teacher_usd_per_mtok_in", "teacher_usd_per_mtok_out",
-               "concurrency", "teacher_timeout_s", "threads", "workers")
-
-
 def log_fingerprint(p: GenerateParams, seed: int, model_dir: str) -> str:
     """What a resumable chain log must match: the content-deciding params, the seed and the base weights."""
-    content = {k: v for k, v in asdict(p).items() if k not in RUN_CONTROL}
-    return run_fingerprint(content, seed, model_fingerprint(model_dir))
+    # the knobs marked run_control (how far or fast a run goes: deadline, token cap, workers...) stay
+    # out, so raising the teacher's cap continues the log instead of discarding it
+    return run_fingerprint(content_params(p), seed, model_fingerprint(model_dir))
 
 
 def teacher_spent(records: Iterable[dict]) -> int:

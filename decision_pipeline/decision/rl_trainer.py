@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -31,6 +31,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, PrinterCallback, TrainerCallback
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.workdir import claim, content_params, last_step
 from decision_pipeline.common.io import JsonlAppender, read_jsonl, write_jsonl, write_text_atomic
 from decision_pipeline.common.log import info
 from decision_pipeline.common.params import rule
@@ -41,12 +42,6 @@ from decision_pipeline.decision.rl_rewards import RewardParams, make_reward_func
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
-# knobs that decide how a run is carried out, never what it computes: they stay out of the fingerprint
-# (checkpointing recomputes the same activations; vLLM's memory share and sleep mode only place them)
-RUN_CONTROL = ("threads", "save_steps", "gradient_checkpointing", "vllm_gpu_memory_utilization",
-               "vllm_enable_sleep_mode")
-
-
 @dataclass
 class RLParams:
     """params.yaml `rl`: GRPO (TRL) on the SFT model with a fresh LoRA adapter."""
@@ -76,19 +71,19 @@ class RLParams:
     decisiveness_patterns: list[str] = rule(doc="regexes counted per finished chain as re-verification markers")
     use_vllm: bool = rule(doc="generate rollouts with vLLM (GPU profile); false = transformers generate")
     vllm_mode: str = rule(choices=("colocate", "server"), doc="vLLM beside the trainer or as a server")
-    save_steps: int = rule(min=1, doc="checkpoint every N steps (a multiple of steps_per_generation)")
+    save_steps: int = rule(run_control=True, min=1, doc="checkpoint every N steps (a multiple of steps_per_generation)")
     seed_offset: int = rule(min=0, doc="training seed = base.seed + offset")
-    threads: int = rule(min=1, doc="torch CPU threads (split across the launch's processes)")
+    threads: int = rule(run_control=True, min=1, doc="torch CPU threads (split across the launch's processes)")
     launch: LaunchParams = rule(doc="training processes and the accelerate config that starts them")
-    vllm_gpu_memory_utilization: float = rule(gt=0.0, max=1.0, default=0.3, doc="share of the GPU the "
+    vllm_gpu_memory_utilization: float = rule(run_control=True, gt=0.0, max=1.0, default=0.3, doc="share of the GPU the "
                                               "colocated vLLM engine takes (the trainer needs the rest)")
     vllm_max_model_length: int = rule(min=0, default=0, doc="vLLM context (prompt + max_completion_length); "
                                       "0 = the model's own (a 262k context needs ~36 GiB of KV cache)")
-    vllm_enable_sleep_mode: bool = rule(default=False, doc="vLLM frees its weights and KV cache while the "
+    vllm_enable_sleep_mode: bool = rule(run_control=True, default=False, doc="vLLM frees its weights and KV cache while the "
                                         "trainer steps (colocate)")
     micro_batch_size: int = rule(min=0, default=0, doc="completions per forward pass and process; the step "
                                  "batch is reached by gradient accumulation (0 = the whole share at once)")
-    gradient_checkpointing: bool = rule(default=False, doc="recompute activations in the backward pass "
+    gradient_checkpointing: bool = rule(run_control=True, default=False, doc="recompute activations in the backward pass "
                                         "(less memory; on for large bases on a GPU)")
 
     def __post_init__(self) -> None:
@@ -251,29 +246,17 @@ class _SaveFingerprint(TrainerCallback):
 
 
 def claim_rl_work(work: Path, fingerprint: dict) -> int:
-    """The step to resume from (0 = fresh). Checkpoints of another run are refused, the reason printed.
-
-    `fingerprint` maps each part (params, data, base, code) to its hash, so the message names what changed.
-    """
-    marker = work / "fingerprint.json"
-    old = json.loads(marker.read_text()) if marker.is_file() else None
+    """The step to resume from (0 = fresh): the work directory claimed for this run (common/workdir.py:
+    another run's is removed, naming the changed parts), then only checkpoints sealed by this run's
+    fingerprint count (a checkpoint killed mid-save has no seal and is removed)."""
+    claim(work, fingerprint, "rl")
     digest = json.dumps(fingerprint, sort_keys=True)
-    if old is not None and old != fingerprint:
-        changed = sorted(k for k in set(old) | set(fingerprint) if old.get(k) != fingerprint.get(k))
-        info("rl", f"{work}: checkpoints belong to another run (changed: {', '.join(changed)}); "
-                   "not resuming them, starting afresh")
-        shutil.rmtree(work)
-    work.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(marker, json.dumps(fingerprint, sort_keys=True) + "\n")
-    steps = []
     for ckpt in work.glob("checkpoint-*"):
         owner = ckpt / "run_fingerprint.txt"
         if not (owner.is_file() and owner.read_text().strip() == digest_hash(digest)):
             info("rl", f"{ckpt}: no matching run fingerprint (incomplete or foreign checkpoint); removed")
             shutil.rmtree(ckpt)
-            continue
-        steps.append(int(ckpt.name.split("-")[1]))
-    return max(steps, default=0)
+    return last_step(work, "run_fingerprint.txt")
 
 
 def digest_hash(text: str) -> str:
@@ -328,6 +311,6 @@ def fingerprint_parts(p: RLParams, seed: int, questions: Sequence[dict], base_fp
 
     from decision_pipeline.common.fingerprint import run_fingerprint
 
-    params = {k: v for k, v in asdict(p).items() if k not in RUN_CONTROL}
+    params = content_params(p)  # checkpointing recomputes the same activations; vLLM's knobs only place them
     return {"params": run_fingerprint(params, seed), "data": run_fingerprint([q["id"] for q in questions]),
             "base": base_fp[:16], "code": code_fp, "trl": trl.__version__}

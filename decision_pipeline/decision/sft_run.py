@@ -20,7 +20,8 @@ from pathlib import Path
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.common.fingerprint import claim_work_dir, code_fingerprint, model_fingerprint, run_fingerprint
+from decision_pipeline.common.fingerprint import code_fingerprint, model_fingerprint, run_fingerprint
+from decision_pipeline.common.workdir import claim, content_params, last_step
 from decision_pipeline.common.hashing import make_random, stable_subset
 from decision_pipeline.common.io import read_jsonl, write_json, write_text_atomic
 from decision_pipeline.common.log import info
@@ -50,7 +51,8 @@ def load_training_data(p: SFTParams, tok: PreTrainedTokenizerBase, items: str, k
 def sft_fingerprint(p: SFTParams, lr: float, seed: int, examples: list[dict], base_dir: str) -> str:
     """What a resumable checkpoint must match: params, rate, seed, data, base weights, training code."""
     data = [ex["input_ids"] + ex["readout_target"] for ex in examples]
-    return run_fingerprint(p, lr, seed, data, model_fingerprint(base_dir), code_fingerprint(sft_data, sft_trainer))
+    return run_fingerprint(content_params(p), lr, seed, data, model_fingerprint(base_dir),
+                           code_fingerprint(sft_data, sft_trainer))
 
 
 COMPLETE = "complete"  # written into a checkpoint directory after everything else: the checkpoint is whole
@@ -68,7 +70,7 @@ def prune_incomplete(work: Path) -> list[str]:
 
 def completed_step(work: Path) -> int:
     """The last complete checkpoint step in `work` (0 when none)."""
-    return max((int(c.name.split("-")[1]) for c in work.glob("checkpoint-*") if (c / COMPLETE).is_file()), default=0)
+    return last_step(work, COMPLETE)
 
 
 def checkpoint_loss_log(work: Path, step: int) -> list[dict]:
@@ -95,7 +97,7 @@ def run_sft(p: SFTParams, lr: float, seed: int, model: PreTrainedModel, tok: Pre
     examples, too_long, dev = load_training_data(p, tok, items, kept, chains)
     work = Path(work_dir)
     fingerprint = sft_fingerprint(p, lr, seed, examples, base_dir)
-    on_main_then_all(lambda: claim_work_dir(work, fingerprint))
+    on_main_then_all(lambda: claim(work, fingerprint, "sft"))
     on_main_then_all(lambda: [info("sft", f"{work}/{name}: half-written by a killed run; removed, retraining "
                                           "from the checkpoint before it") for name in prune_incomplete(work)])
     start_step = completed_step(work)

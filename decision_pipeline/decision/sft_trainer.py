@@ -44,14 +44,14 @@ class SFTParams:
                                  "so all is the default: README Performance)")
     bf16: bool = rule(doc="bf16 autocast on CPU (a GPU always trains in bf16)")
     long_chain_tokens: int = rule(min=0, doc="examples longer than this train one per forward pass; 0 = off")
-    save_steps: int = rule(min=0, doc="checkpoint every N steps for resume; 0 = none")
+    save_steps: int = rule(run_control=True, min=0, doc="checkpoint every N steps for resume; 0 = none")
     seed_offset: int = rule(min=0, doc="training seed = base.seed + offset; data and splits unchanged")
-    threads: int = rule(min=1, doc="torch CPU threads (split across the launch's processes)")
+    threads: int = rule(run_control=True, min=1, doc="torch CPU threads (split across the launch's processes)")
     launch: LaunchParams = rule(doc="training processes and the accelerate config that starts them "
                                     "(also used by lr_sweep)")
     micro_batch_size: int = rule(min=0, default=0, doc="examples per forward pass and process; the step's "
                                  "batch is reached by gradient accumulation (0 = the whole share at once)")
-    gradient_checkpointing: bool = rule(default=False, doc="recompute activations in the backward pass "
+    gradient_checkpointing: bool = rule(run_control=True, default=False, doc="recompute activations in the backward pass "
                                         "(less memory, ~30% more compute; on for large bases on a GPU)")
 
     def __post_init__(self) -> None:

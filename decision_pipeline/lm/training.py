@@ -41,12 +41,12 @@ class PretrainParams:
     warmup_steps: int = rule(min=0, doc="linear warmup steps (at most half the run)")
     epochs: int = rule(min=1, doc="passes over the packed budget")
     bf16: bool = rule(doc="bf16 autocast (CPU, and CUDA when there is a GPU); weights and optimizer stay fp32")
-    threads: int = rule(min=1, doc="torch CPU threads")
+    threads: int = rule(run_control=True, min=1, doc="torch CPU threads")
     seeds: int = rule(min=1, doc="runs per selection, each with its own init seed and document order; the spread "
                                  "over them is the noise any gap between selections must beat")
-    save_steps: int = rule(min=0, doc="checkpoint every N steps (and at the end of each seed) so a killed stage "
+    save_steps: int = rule(run_control=True, min=0, doc="checkpoint every N steps (and at the end of each seed) so a killed stage "
                                       "resumes; 0 = no checkpoints")
-    launch: LaunchParams = rule(doc="training processes (DDP: each takes an equal share of every batch) and the "
+    launch: LaunchParams = rule(run_control=True, doc="training processes (DDP: each takes an equal share of every batch) and the "
                                     "accelerate config that starts them")
     noise: str = rule(choices=("both", "order", "init"), doc="what seeds >= 1 vary: both (init and order), order "
                       "(fixed init; document and window order) or init (fixed order) - the same in every arm, so "

@@ -133,7 +133,7 @@ def check_endpoint(key: str, base_url: str, model: str = "", base_tok: Any = Non
 
 
 def check_s1mb(params: dict) -> list[str]:
-    """The local S1MB export's layout: perf/, categories/<category>.json, datasets/."""
+    """The local S1MB export's layout: benchmarks/, categories/<category>.json, datasets/."""
     if _get(params, "s1mb_data.source", "") != "local":
         return []
     root = Path(str(_get(params, "s1mb_data.local_dir", ""))).expanduser()

@@ -1,4 +1,4 @@
-from decision_pipeline.common.fingerprint import claim_work_dir, model_fingerprint, run_fingerprint
+from decision_pipeline.common.fingerprint import model_fingerprint, run_fingerprint
 
 
 def test_model_fingerprint_changes_with_weights_only(tmp_path):
@@ -15,12 +15,3 @@ def test_model_fingerprint_changes_with_weights_only(tmp_path):
 def test_run_fingerprint_is_order_stable_for_dicts():
     assert run_fingerprint({"a": 1, "b": 2}, 3) == run_fingerprint({"b": 2, "a": 1}, 3)
     assert run_fingerprint({"a": 1}, 3) != run_fingerprint({"a": 1}, 4)
-
-
-def test_claim_work_dir_resumes_only_the_same_run(tmp_path):
-    work = tmp_path / "w"
-    assert claim_work_dir(work, "aaa") is False
-    (work / "checkpoint-5").mkdir()
-    assert claim_work_dir(work, "aaa") is True and (work / "checkpoint-5").is_dir()
-    assert claim_work_dir(work, "bbb") is False
-    assert not (work / "checkpoint-5").exists()

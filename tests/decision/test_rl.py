@@ -132,7 +132,7 @@ def test_claim_refuses_another_runs_checkpoints(tmp_path, capsys):
     assert not (work / "checkpoint-6").exists()
     assert claim_rl_work(work, {**fp, "params": "other"}) == 0
     err = capsys.readouterr().err
-    assert "checkpoints belong to another run (changed: params); not resuming them" in err
+    assert "belongs to another run (changed: params); starting afresh" in err
     assert not list(work.glob("checkpoint-*"))
 
 

@@ -3,7 +3,7 @@
 This is deliberately a line-by-line transcription of the upstream evaluator
 (``metrics.calculate`` + ``diagnostics.diagnostics``): easy to audit against
 the spec, slow on purpose. Tests use it as an oracle for the vectorised code
-and ``perf/bench_s1mb.py`` uses it as the timing baseline. It does not
+and ``benchmarks/bench_s1mb.py`` uses it as the timing baseline. It does not
 validate its input.
 """
 from __future__ import annotations
