@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, PrinterCallback, TrainerCallback
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.decision.finetune import lora_config, quiet, trainer_defaults
 from decision_pipeline.common.workdir import claim, content_params, last_step
 from decision_pipeline.common.io import JsonlAppender, read_jsonl, write_jsonl, write_text_atomic
 from decision_pipeline.common.log import info
@@ -147,12 +148,11 @@ def grpo_config(p: RLParams, seed: int, work_dir: str | Path) -> Any:
     accumulation` of them and the generation batch stays `prompts_per_round x num_generations`."""
     from trl import GRPOConfig
 
-    on_gpu = torch.cuda.is_available()
     micro, accumulation = rl_accumulation(p, world_size())
     return GRPOConfig(
         output_dir=str(work_dir), learning_rate=p.lr, lr_scheduler_type="constant_with_warmup",
         warmup_steps=p.warmup_steps, max_steps=p.max_steps, num_train_epochs=1,
-        per_device_train_batch_size=micro, ddp_find_unused_parameters=False,
+        per_device_train_batch_size=micro,
         gradient_accumulation_steps=accumulation, steps_per_generation=p.steps_per_generation * accumulation,
         num_generations=p.num_generations, num_iterations=1, max_completion_length=p.max_completion_length,
         temperature=p.temperature, top_p=p.top_p, top_k=0, loss_type=p.loss_type, beta=p.beta,
@@ -162,12 +162,8 @@ def grpo_config(p: RLParams, seed: int, work_dir: str | Path) -> Any:
         reward_weights=[float(w) for w in p.rewards.values()], multi_objective_aggregation="sum_then_normalize",
         use_vllm=p.use_vllm, vllm_mode=p.vllm_mode, vllm_gpu_memory_utilization=p.vllm_gpu_memory_utilization,
         vllm_max_model_length=p.vllm_max_model_length or None, vllm_enable_sleep_mode=p.vllm_enable_sleep_mode,
-        shuffle_dataset=True,
-        adam_beta2=0.95, max_grad_norm=1.0, weight_decay=0.0, logging_steps=1,
-        save_strategy="steps", save_steps=p.save_steps, save_total_limit=2,
-        seed=seed, data_seed=seed, use_cpu=not on_gpu, bf16=on_gpu, gradient_checkpointing=p.gradient_checkpointing,
-        gradient_checkpointing_kwargs={"use_reentrant": False} if p.gradient_checkpointing else None,
-        report_to="none", disable_tqdm=True, dataloader_num_workers=0, log_completions=False)
+        shuffle_dataset=True, logging_steps=1, save_strategy="steps", save_steps=p.save_steps,
+        log_completions=False, **trainer_defaults(seed, p.gradient_checkpointing))
 
 
 def prompt_rows(tok: PreTrainedTokenizerBase, questions: Sequence[dict]) -> list[dict]:
@@ -280,7 +276,6 @@ def train_grpo(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questions: 
 
     `registry` replaces the reward registry (tests use toy rewards on an untrained model)."""
     from datasets import Dataset
-    from peft import LoraConfig
     from decision_pipeline.questions.schema import THINK_CLOSE
 
     work = Path(work_dir)
@@ -289,13 +284,12 @@ def train_grpo(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questions: 
     close_id = tok.convert_tokens_to_ids(THINK_CLOSE)
     log = RolloutLog(work / "rollouts.jsonl", dict(p.rewards), p.decisiveness_patterns)
     funcs, _ = make_reward_funcs(dict(p.rewards), p.reward, close_id, registry=registry, on_scored=log.scored)
-    lora = LoraConfig(r=p.lora_r, lora_alpha=p.lora_alpha, target_modules=list(p.lora_targets), lora_dropout=0.0,
-                      bias="none", task_type="CAUSAL_LM")
+    lora = lora_config(p.lora_r, p.lora_alpha, p.lora_targets)
     trainer = _grpo_trainer_class()(model=model, reward_funcs=funcs, args=grpo_config(p, seed, work),
                           train_dataset=Dataset.from_list(prompt_rows(tok, questions)), processing_class=tok,
                           peft_config=lora)
     trainer.add_callback(_SaveFingerprint(work, digest_hash(json.dumps(fingerprint, sort_keys=True))))
-    trainer.remove_callback(PrinterCallback)  # the stage prints its own summary line and progress bar
+    quiet(trainer)  # the stage prints its own summary line and progress bar
     if is_main():
         log.open(start)
     try:

@@ -5,11 +5,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-import torch
 from datasets import Dataset
-from peft import LoraConfig
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback, TrainerState
 from trl import SFTConfig
+
+from decision_pipeline.decision.finetune import lora_config, quiet, trainer_defaults
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import rule
@@ -92,18 +92,14 @@ def sft_config(s: SFTParams, lr: float, seed: int, work_dir: str | Path, steps: 
     """TRL's config for the joint run: cosine schedule, per-process share of the global batch (in
     `s.micro_batch_size` pieces by exact gradient accumulation), bf16 on a GPU (on CPU only with `s.bf16`),
     gradient checkpointing only when `s.gradient_checkpointing` (TRL's default would turn it on)."""
-    cuda = torch.cuda.is_available()
     micro, accumulation = s.accumulation(world_size())
     return SFTConfig(
         output_dir=str(work_dir), learning_rate=lr, max_steps=steps,
         per_device_train_batch_size=micro, gradient_accumulation_steps=accumulation, warmup_steps=s.warmup_steps,
-        lr_scheduler_type="cosine", adam_beta2=0.95, max_grad_norm=1.0, weight_decay=0.0,
-        logging_steps=max(1, steps // 50), save_strategy="steps" if s.save_steps else "no",
-        save_steps=s.save_steps or 500, save_total_limit=2, seed=seed, data_seed=seed, use_cpu=not cuda,
-        bf16=cuda or s.bf16, ddp_find_unused_parameters=False, gradient_checkpointing=s.gradient_checkpointing,
-        gradient_checkpointing_kwargs={"use_reentrant": False} if s.gradient_checkpointing else None,
-        remove_unused_columns=False, report_to="none", dataset_kwargs={"skip_prepare_dataset": True},
-        disable_tqdm=True, dataloader_num_workers=0)
+        lr_scheduler_type="cosine", logging_steps=max(1, steps // 50),
+        save_strategy="steps" if s.save_steps else "no", save_steps=s.save_steps or 500,
+        remove_unused_columns=False, dataset_kwargs={"skip_prepare_dataset": True},
+        **trainer_defaults(seed, s.gradient_checkpointing, bf16_on_cpu=s.bf16))
 
 
 def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: Sequence[dict], s: SFTParams,
@@ -128,11 +124,10 @@ def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: 
     # cannot change: `train_embeddings` adds a per-token embedding delta to the same
     # adapter (tied to the LM head). Large pretrained bases do not need it.
     tokens = {"embed_tokens": embedding_rows(model, tok, examples, s.embedding_tokens)} if s.train_embeddings else None
-    lora = LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules=list(s.lora_targets), lora_dropout=0.0,
-                      bias="none", task_type="CAUSAL_LM", trainable_token_indices=tokens)
-    trainer = JointSFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tok,
-                              data_collator=JointCollator(tok.pad_token_id), peft_config=lora,
-                              readout_weight=s.readout_weight, long_chain_tokens=s.long_chain_tokens)
+    lora = lora_config(s.lora_r, s.lora_alpha, s.lora_targets, trainable_token_indices=tokens)
+    trainer = quiet(JointSFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tok,
+                                    data_collator=JointCollator(tok.pad_token_id), peft_config=lora,
+                                    readout_weight=s.readout_weight, long_chain_tokens=s.long_chain_tokens))
     if on_save is not None and is_main():
         trainer.add_callback(_SaveLossLog(lambda step: on_save(step, list(trainer.part_log))))
     for callback in callbacks:
