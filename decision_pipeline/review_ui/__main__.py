@@ -1,4 +1,7 @@
-"""`python -m decision_pipeline.review_ui [serve|export|sync]` — the review web app and its export.
+"""`python -m decision_pipeline.review_ui [serve|export|sync|add-reviewer NAME]` — the review web app.
+
+add-reviewer NAME: make a reviewer account in the live store and print its one-time sign-in
+  secret (the store keeps only its scrypt hash); names are case-folded, [a-z0-9_-], 1-40.
 
 serve (default; `make review-ui`): copy the pipeline's reflections into the live review
   store, then serve the app with waitress on REVIEW_UI_HOST:REVIEW_UI_PORT.
@@ -15,6 +18,7 @@ Environment (defaults in brackets):
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import os
 import sqlite3
 import sys
@@ -24,6 +28,7 @@ import yaml
 
 from decision_pipeline.charter import store
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.review_ui import queries
 from decision_pipeline.review_ui.app import config_from_env, create_app
 
 DEFAULT_PORT = 8765
@@ -65,13 +70,26 @@ def sync_annotations(live: str, source: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m decision_pipeline.review_ui", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", nargs="?", default="serve", choices=("serve", "export", "sync"))
+    ap.add_argument("command", nargs="?", default="serve", choices=("serve", "export", "sync", "add-reviewer"))
+    ap.add_argument("name", nargs="?", help="add-reviewer: the reviewer's name (a-z, 0-9, '-', '_')")
     ap.add_argument("--out", help="export: output file [params.yaml reviews.import_path, else reviews/export.jsonl]")
     ap.add_argument("--params", default="params.yaml")
     args = ap.parse_args(argv)
     cfg = config_from_env()
     source = os.environ.get("REVIEW_ANNOTATIONS", "data/reviews/store.sqlite")
     try:
+        if args.command == "add-reviewer":
+            if not args.name:
+                raise PipelineError("add-reviewer needs a NAME: python -m decision_pipeline.review_ui add-reviewer ada")
+            conn = store.open_store(cfg.store_path)
+            try:
+                queries.ensure_ui_tables(conn)
+                name, secret = queries.add_reviewer(conn, args.name)
+            finally:
+                conn.close()
+            print(f"reviewer '{name}' added to {cfg.store_path}; their one-time sign-in secret (shown once, "
+                  f"only its hash is kept):\n{secret}")
+            return 0
         if args.command == "export":
             if not Path(cfg.store_path).is_file():
                 raise PipelineError(f"{cfg.store_path}: no review store yet; start the UI (make review-ui) and review")
@@ -90,9 +108,10 @@ def main(argv: list[str] | None = None) -> int:
                         "(build it with `dvc repro reviews`)", file=sys.stderr)
         if args.command == "sync":
             return 0
-        app = create_app(cfg)
         host = os.environ.get("REVIEW_UI_HOST", "127.0.0.1")
         port = int(os.environ.get("REVIEW_UI_PORT", DEFAULT_PORT))
+        names = {host, "localhost", "127.0.0.1"} if host in ("127.0.0.1", "localhost") else {host}
+        app = create_app(replace(cfg, trusted_hosts=tuple(sorted(f"{n}:{port}" for n in names))))
         from waitress import serve
         print(f"review UI on http://{host}:{port}/ (store {cfg.store_path}); Ctrl-C stops it", file=sys.stderr)
         serve(app, host=host, port=port, threads=8, ident="review-ui")

@@ -5,8 +5,10 @@ read a document beside its reflection (citations expanded), score it on the shar
 rubric, and argue about each other's verdicts; everything they write goes straight
 into the pipeline's review store, whose export `judge_agreement` reads.
 
-Identity is a name kept in the (signed) session cookie: no passwords, the names are
-what the export records. Rules enforced here, each with a message on the page and
+Identity: a reviewer account made by `python -m decision_pipeline.review_ui add-reviewer NAME`
+(a one-time secret is printed; the store keeps its scrypt hash) and a signed session cookie that
+rotates on sign-in and expires; the names are what the export records. Forms carry a CSRF token,
+redirects stay on the site and pages forbid framing and inline script (review_ui/security.py). Rules enforced here, each with a message on the page and
 nothing written: an empty name, a score outside 1-5, a missing voice, a second review
 of one reflection by one reviewer, editing someone else's review.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import wraps
 
 from flask import (Flask, abort, current_app, flash, g, jsonify, redirect, render_template, request, session,
@@ -25,11 +28,14 @@ from decision_pipeline.charter.charter import Charter, load_charter
 from decision_pipeline.charter.rubric import (DIMENSION_DOCS, DIMENSIONS, VERDICTS, VOICE_LABELS, VOICES,
                                               verdict_rule)
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.review_ui import queries
+from decision_pipeline.review_ui import queries, security
 from decision_pipeline.review_ui.render import voice_views
 
 
 QUEUE_SHOWN = 50        # queue rows listed on the page (the count covers all)
+
+
+SESSION_HOURS = 12      # a sign-in lasts a working day
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,25 @@ class UIConfig:
     store_path: str
     charter_path: str
     secret_key: str
+    trusted_hosts: tuple[str, ...] = ()   # Host headers served (the bound host:port); () = any (tests)
+
+
+def _refuse_foreign_posts():
+    """Every POST carries this session's CSRF token and no foreign Origin/Referer (400 otherwise)."""
+    if request.method != "POST":
+        return None
+    allowed = {request.host, *(current_app.config.get("TRUSTED_HOSTS") or ())}
+    problem = security.post_problem(request, session, allowed)
+    if problem:
+        from werkzeug.exceptions import BadRequest
+        return render_template("error.html", error=BadRequest(problem)), 400
+    return None
+
+
+def _security_headers(response):
+    for name, value in security.HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
 
 
 def create_app(cfg: UIConfig) -> Flask:
@@ -48,10 +73,17 @@ def create_app(cfg: UIConfig) -> Flask:
     conn.close()
     app = Flask(__name__)
     app.config.update(SECRET_KEY=cfg.secret_key, SESSION_COOKIE_SAMESITE="Strict", SESSION_COOKIE_HTTPONLY=True,
-                      STORE_PATH=cfg.store_path, MAX_CONTENT_LENGTH=256 * 1024)
+                      STORE_PATH=cfg.store_path, MAX_CONTENT_LENGTH=256 * 1024,
+                      PERMANENT_SESSION_LIFETIME=timedelta(hours=SESSION_HOURS))
+    if cfg.trusted_hosts:  # a DNS-rebinding page resolves its own name to 127.0.0.1: its Host is refused
+        app.config["TRUSTED_HOSTS"] = list(cfg.trusted_hosts)
     app.extensions["charter"] = charter
     app.teardown_appcontext(_close_db)
+    app.before_request(_refuse_foreign_posts)
+    app.after_request(_security_headers)
     app.context_processor(lambda: {"me": session.get("reviewer"), "VOICES": VOICES, "DIMENSIONS": DIMENSIONS,
+                                   "csrf_token": lambda: security.csrf_token(session),
+                                   "review_version": queries.review_version,
                                    "VOICE_LABELS": VOICE_LABELS, "DIMENSION_DOCS": DIMENSION_DOCS,
                                    "VERDICTS": VERDICTS, "score_field": queries.score_field,
                                    "my_progress": _my_progress})
@@ -155,10 +187,15 @@ def _routes(app: Flask) -> None:
         if request.method == "POST":
             name = request.form.get("name", "")
             try:
-                session.clear()
-                session["reviewer"] = queries.clean_reviewer(name)
-                nxt = request.args.get("next") or ""
-                return redirect(nxt if nxt.startswith("/") and not nxt.startswith("//") else url_for("queue_view"))
+                canonical = queries.clean_reviewer(name)
+                if not security.secret_matches(queries.secret_hash(db(), canonical), request.form.get("secret", "")):
+                    raise PipelineError("Unknown reviewer or wrong secret (ask for an account: "
+                                        "python -m decision_pipeline.review_ui add-reviewer NAME)")
+                session.clear()                      # a new session on sign-in: nothing carries over
+                session.permanent = True
+                session["reviewer"] = canonical
+                security.csrf_token(session)
+                return redirect(security.safe_redirect_target(request.args.get("next"), url_for("queue_view")))
             except PipelineError as e:
                 error = str(e)
         return render_template("login.html", error=error, name=name), 400 if error else 200
@@ -262,7 +299,11 @@ def _routes(app: Flask) -> None:
         if errors:
             return _page(ann, form=request.form, errors=errors, editing=rev, action=action, status=400)
         try:
-            queries.update_review(db(), review_id, session["reviewer"], fields)
+            queries.update_review(db(), review_id, session["reviewer"], fields, request.form.get("version"))
+        except queries.StaleEdit as e:
+            newer = {**rev, **e.newer}
+            return _page(ann, form=queries.form_from_review(newer), errors=[str(e)], editing=newer, action=action,
+                         status=409)
         except PipelineError as e:
             return _page(ann, form=request.form, errors=[str(e)], editing=rev, action=action, status=403)
         flash("Review updated.")

@@ -23,6 +23,8 @@ _DRAFTS = """CREATE TABLE IF NOT EXISTS review_drafts (
     annotation_id TEXT NOT NULL REFERENCES annotations(id), reviewer TEXT NOT NULL CHECK (length(reviewer) > 0),
     fields TEXT NOT NULL CHECK (json_valid(fields)), updated_at TEXT NOT NULL,
     PRIMARY KEY (annotation_id, reviewer))"""
+_REVIEWERS = """CREATE TABLE IF NOT EXISTS review_accounts (
+    name TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 40), secret_hash TEXT NOT NULL, created_at TEXT NOT NULL)"""
 MAX_NOTES = 5000          # characters in review notes or a comment body
 MAX_NAME = 40             # characters in a reviewer name
 
@@ -33,21 +35,44 @@ def now() -> str:
 
 
 def ensure_ui_tables(conn: sqlite3.Connection) -> None:
-    """Create the UI's own table (drafts) next to the store's tables."""
+    """Create the UI's own tables (drafts, reviewer accounts) next to the store's tables."""
     with conn:
         conn.execute(_DRAFTS)
+        conn.execute(_REVIEWERS)
+
+
+def add_reviewer(conn: sqlite3.Connection, raw_name: str) -> tuple[str, str]:
+    """(name, one-time secret) of a new reviewer account; the store keeps only the secret's hash.
+    A name taken (after normalisation: "Ada" is "ada") is refused."""
+    from decision_pipeline.review_ui.security import new_secret, normalise_name
+
+    name = normalise_name(raw_name)
+    secret, digest = new_secret()
+    with conn:
+        if conn.execute("SELECT 1 FROM review_accounts WHERE name = ?", (name,)).fetchone():
+            raise PipelineError(f"reviewer '{name}' exists already; pick another name")
+        conn.execute("INSERT INTO review_accounts (name, secret_hash, created_at) VALUES (?, ?, ?)",
+                     (name, digest, now()))
+    return name, secret
+
+
+def secret_hash(conn: sqlite3.Connection, name: str) -> str | None:
+    row = conn.execute("SELECT secret_hash FROM review_accounts WHERE name = ?", (name,)).fetchone()
+    return row[0] if row else None
+
+
+def review_version(rev: Mapping) -> str:
+    """A short digest of what a review says now: an edit form carries it, and an edit made from an
+    older version (a second tab) is refused with the newer text instead of silently overwriting it."""
+    text = json.dumps([rev.get("scores"), rev.get("verdict"), rev.get("notes")], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def clean_reviewer(name: object) -> str:
-    """A reviewer name from a login form, whitespace-normalised, or a PipelineError."""
-    text = " ".join(str(name or "").split())
-    if not text:
-        raise PipelineError("Enter your name: an empty reviewer name is not allowed")
-    if len(text) > MAX_NAME:
-        raise PipelineError(f"Reviewer name is {len(text)} characters; use at most {MAX_NAME}")
-    if any(not ch.isprintable() for ch in text):
-        raise PipelineError("Reviewer name contains control characters")
-    return text
+    """A reviewer name from a login form in its one canonical form (security.normalise_name)."""
+    from decision_pipeline.review_ui.security import normalise_name
+
+    return normalise_name(name)
 
 
 def review_id(annotation_id: str, reviewer: str) -> str:
@@ -195,7 +220,17 @@ def get_review(conn: sqlite3.Connection, rid: str) -> dict | None:
 
 # ---------------------------------------------------------------- editing
 
-def update_review(conn: sqlite3.Connection, rid: str, reviewer: str, fields: Mapping) -> None:
+class StaleEdit(PipelineError):
+    """The review changed since the edit form was loaded (carries the newer review)."""
+
+    def __init__(self, newer: dict):
+        super().__init__("This review was changed in another tab or window since you opened it; "
+                         "the newer version is shown below: apply your edit to it")
+        self.newer = newer
+
+
+def update_review(conn: sqlite3.Connection, rid: str, reviewer: str, fields: Mapping,
+                  version: str | None = None) -> None:
     """Replace scores, verdict and notes of reviewer's own review `rid` in one transaction.
 
     Refuses (PipelineError, nothing written) a review that does not exist or is someone
@@ -206,11 +241,14 @@ def update_review(conn: sqlite3.Connection, rid: str, reviewer: str, fields: Map
         raise PipelineError(f"review '{rid}': verdict must be accept or reject")
     with conn:
         conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute("SELECT reviewer FROM reviews WHERE id = ?", (rid,)).fetchone()
+        row = conn.execute("SELECT reviewer, scores, verdict, notes FROM reviews WHERE id = ?", (rid,)).fetchone()
         if row is None:
             raise PipelineError(f"review '{rid}' does not exist")
         if row[0] != reviewer:
             raise PipelineError(f"This review is by {row[0]}; you ({reviewer}) can comment on it but not edit it")
+        current = {"scores": json.loads(row[1]), "verdict": row[2], "notes": row[3]}
+        if version is not None and version != review_version(current):
+            raise StaleEdit(current)
         conn.execute("UPDATE reviews SET scores = ?, verdict = ?, notes = ? WHERE id = ? AND reviewer = ?",
                      (json.dumps(scores, sort_keys=True), fields["verdict"], fields["notes"], rid, reviewer))
 

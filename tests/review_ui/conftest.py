@@ -12,7 +12,8 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.append(_HERE)
 
-from review_helpers import CHARTER, login, make_annotations  # noqa: E402
+from flask.testing import FlaskClient  # noqa: E402
+from review_helpers import CHARTER, add_accounts, csrf, login, make_annotations  # noqa: E402
 
 from decision_pipeline.charter import store  # noqa: E402
 from decision_pipeline.review_ui.app import UIConfig, create_app  # noqa: E402
@@ -24,13 +25,28 @@ def store_path(tmp_path) -> str:
     conn = store.open_store(path)
     store.add_annotations(conn, make_annotations())
     conn.close()
+    add_accounts(path, "ada", "ben", "chen", "dara")
     return path
+
+
+class FormClient(FlaskClient):
+    """A browser-like test client: every form POST carries the session's CSRF token, as the pages'
+    hidden field does (tests of the CSRF check itself use Flask's plain client)."""
+
+    def post(self, *args, **kwargs):
+        data = kwargs.get("data")
+        if isinstance(data, dict) and "csrf_token" not in data:
+            kwargs["data"] = {**data, "csrf_token": csrf(self)}
+        elif data is None and "json" not in kwargs:
+            kwargs["data"] = {"csrf_token": csrf(self)}
+        return super().post(*args, **kwargs)
 
 
 @pytest.fixture()
 def app(store_path):
     app = create_app(UIConfig(store_path=store_path, charter_path=CHARTER, secret_key="test"))
     app.config.update(TESTING=True)
+    app.test_client_class = FormClient
     return app
 
 

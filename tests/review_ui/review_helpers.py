@@ -53,8 +53,40 @@ def filled_form(value: int = 4, verdict: str = "accept", notes: str = "cites the
     return form
 
 
-def login(client, name: str):
-    return client.post("/login", data={"name": name})
+SECRETS: dict[str, dict[str, str]] = {}  # store path -> reviewer -> one-time secret (made by add_accounts)
+
+
+def add_accounts(store_path: str, *names: str) -> dict[str, str]:
+    """Reviewer accounts in the store, as `add-reviewer` makes them; their secrets are kept for login()."""
+    from decision_pipeline.charter import store
+    from decision_pipeline.review_ui import queries
+
+    conn = store.open_store(store_path)
+    try:
+        queries.ensure_ui_tables(conn)
+        made = dict(queries.add_reviewer(conn, n) for n in names)
+    finally:
+        conn.close()
+    SECRETS.setdefault(store_path, {}).update(made)
+    return made
+
+
+def csrf(client) -> str:
+    """This client's session CSRF token (a GET of the sign-in page makes one)."""
+    with client.session_transaction() as s:
+        token = s.get("csrf_token")
+    if token is None:
+        client.get("/login")
+        with client.session_transaction() as s:
+            token = s["csrf_token"]
+    return token
+
+
+def login(client, name: str, secret: str | None = None):
+    """Sign `client` in as `name` with the secret its account was given (or `secret`)."""
+    store_path = client.application.config["STORE_PATH"]
+    known = SECRETS.get(store_path, {}).get(name.strip().casefold(), "")
+    return client.post("/login", data={"name": name, "secret": known if secret is None else secret})
 
 
 def rows(path: str, table: str) -> list[dict]:

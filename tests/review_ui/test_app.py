@@ -7,7 +7,9 @@ import json
 import re
 import threading
 
-from review_helpers import filled_form, login, make_annotations, rows, url
+import pytest
+
+from review_helpers import add_accounts, filled_form, login, make_annotations, rows, url
 
 from decision_pipeline.review_ui import queries
 
@@ -29,8 +31,22 @@ def test_empty_or_blank_name_is_rejected_with_a_message(app):
 def test_too_long_name_rejected_and_name_normalised(app):
     c = app.test_client()
     assert c.post("/login", data={"name": "x" * 41}).status_code == 400
-    assert c.post("/login", data={"name": "  Ada   Lovelace "}).status_code == 302
-    assert b"Ada Lovelace" in c.get("/queue").data
+    assert login(c, "  Ada ").status_code == 302      # "Ada" is "ada": one reviewer, one account
+    assert b"ada" in c.get("/queue").data
+
+
+@pytest.mark.parametrize("name,secret,why", [
+    ("ada", "wrong", b"Unknown reviewer or wrong secret"),
+    ("ada", "", b"Unknown reviewer or wrong secret"),
+    ("eve", "anything", b"Unknown reviewer or wrong secret"),            # no account: typing a name is not enough
+    ("\u0430da", None, b"use only a-z, 0-9"),                           # Cyrillic a: a look-alike of ada
+    ("Ada Lovelace", None, b"use only a-z, 0-9"),
+])
+def test_signing_in_needs_the_accounts_secret(app, name, secret, why):
+    c = app.test_client()
+    r = login(c, name, secret if secret is not None else "x")
+    assert r.status_code == 400 and why in r.data
+    assert c.get("/queue").status_code == 302  # still signed out
 
 
 def test_signed_out_post_writes_nothing(app, store_path):
@@ -125,6 +141,7 @@ def test_racing_duplicate_submissions_write_one_row(app, store_path):
 
 def test_concurrent_reviewers_all_written(app, store_path):
     names = [f"r{i}" for i in range(6)]
+    add_accounts(store_path, *names)
     errors = []
 
     def work(name):

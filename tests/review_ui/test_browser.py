@@ -119,6 +119,10 @@ def server(tmp_path):
     live, port = tmp_path / "live.sqlite", _free_port()
     env = dict(os.environ, REVIEW_STORE=str(live), REVIEW_ANNOTATIONS=str(pipeline_store),
                REVIEW_CHARTER=CHARTER, REVIEW_UI_PORT=str(port), PYTHONPATH=str(ROOT))
+    for name in ("ada", "ben"):  # accounts as a lead makes them; the printed secret is what a reviewer types
+        made = subprocess.run([sys.executable, "-m", "decision_pipeline.review_ui", "add-reviewer", name],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+        SECRETS[name] = made.stdout.strip().splitlines()[-1]
     log = open(tmp_path / "server.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "decision_pipeline.review_ui"], cwd=tmp_path, env=env,
                             stdout=log, stderr=subprocess.STDOUT)
@@ -155,15 +159,19 @@ def _click_to_next_page(d, element) -> None:
     WebDriverWait(d, 10).until(EC.staleness_of(old))
 
 
-def _login(d, base: str, name: str, ok: bool = True) -> None:
-    """Sign in; wait for the page the form leads to (the queue, or the refusal)."""
+SECRETS: dict[str, str] = {}  # reviewer -> the secret add-reviewer printed for this test's server
+
+
+def _login(d, base: str, name: str, ok: bool = True, path: str = "/") -> None:
+    """Sign in with the account's secret; wait for the page the form leads to (the queue, or the refusal)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
-    d.get(base + "/")
+    d.get(base + path)
     box = d.find_element(By.ID, "name")
     box.clear()
     box.send_keys(name)
+    d.find_element(By.ID, "secret").send_keys(SECRETS.get(name.strip(), "no-such-secret"))
     box.submit()
     WebDriverWait(d, 10).until(EC.url_contains("/queue") if ok else
                                EC.presence_of_element_located((By.CSS_SELECTOR, ".errors")))
@@ -257,3 +265,29 @@ def test_review_comment_and_draft_in_a_real_browser(server, new_browser):
         height = d.execute_script("return document.getElementById('review-form').getBoundingClientRect().bottom")
         d.set_window_size(1280, int(height) + 200)             # down to the form's buttons
         d.save_screenshot(str(Path(shot).resolve()))
+
+
+def test_redirects_stay_on_the_site_and_reviews_cannot_script_the_page(server, new_browser):
+    """The two browser-level attacks: a sign-in link that bounces to a foreign host, and markup in a
+    review note or comment that would run in the next reviewer's browser (escaped, and the CSP forbids
+    inline script anyway)."""
+    from selenium.webdriver.common.by import By
+    base, live = server
+    d = new_browser()
+    _login(d, base, "ada", path="/login?next=/%09/evil.example/phish")
+    assert d.current_url.startswith(base + "/queue")          # not //evil.example
+    _login(d, base, "ada", path="/login?next=%2F%2Fevil.example")
+    assert d.current_url.startswith(base + "/queue")
+
+    payload = '<script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'">'
+    d.get(base + url("ref_cite_right/ann-01"))
+    for voice in VOICES:
+        for dim in DIMENSIONS:
+            _pick(d, voice, dim, 4)
+    d.find_element(By.ID, "verdict-accept").click()
+    d.find_element(By.ID, "notes").send_keys(payload)
+    _click_to_next_page(d, d.find_element(By.ID, "submit"))
+    assert rows(live, "reviews")[0]["notes"] == payload       # stored as written...
+    d.get(base + url("ref_cite_right/ann-01"))                # the page that lists the review with its notes
+    assert d.title != "pwned" and "<script>" in d.find_element(By.ID, "reviews").text  # ...shown as text
+    assert not d.find_elements(By.CSS_SELECTOR, "#reviews img")

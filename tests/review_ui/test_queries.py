@@ -90,8 +90,9 @@ def test_update_review_only_by_its_author(conn):
     assert store.reviews(conn)[0]["verdict"] == "reject"
 
 
-@pytest.mark.parametrize("name,ok", [("ada", "ada"), ("  Ada  B ", "Ada B"), ("", None), ("  ", None),
-                                     ("a\x00b", None), ("x" * 41, None)])
+@pytest.mark.parametrize("name,ok", [("ada", "ada"), ("  Ada ", "ada"), ("\uff21\uff24\uff21", "ada"),
+                                     ("  Ada  B ", None), ("\u0430da", None), ("", None), ("  ", None),
+                                     ("a\x00b", None), ("x" * 41, None), ("o'brien", None)])
 def test_clean_reviewer(name, ok):
     if ok is None:
         with pytest.raises(PipelineError):
