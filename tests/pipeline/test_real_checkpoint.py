@@ -40,7 +40,7 @@ TINY = {
     "generate.chunk": 1,
     "sft.lr_source": "fixed", "sft.lr": 1e-4, "sft.max_steps": 2, "sft.batch_size": 2, "sft.save_steps": 2,
     "sft.dev_items": 2, "sft.embedding_tokens": "seen", "sft.warmup_steps": 0,
-    "calibrate.items": 4, "calibrate.resplits": 2,
+    "calibrate.items": 10, "calibrate.resplits": 2,  # the learned router needs more items than its 6 features
     "evaluate.max_items": 4, "evaluate.bootstrap": 10, "evaluate.answering.max_new_tokens": 12,
     "evaluate.answering.batch_size": 4,
     "rl.max_steps": 2, "rl.prompts_per_round": 2, "rl.num_generations": 2, "rl.steps_per_generation": 2,
