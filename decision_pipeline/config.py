@@ -11,6 +11,7 @@ from pathlib import Path
 from decision_pipeline.bench.adapter import S1mbParams
 from decision_pipeline.bench.data import S1mbDataParams
 from decision_pipeline.charter.annotate import AgreementParams, ReflectParams
+from decision_pipeline.charter.improve_run import ImproveParams
 from decision_pipeline.charter.judge import JudgeParams
 from decision_pipeline.charter.reviews import ReviewsParams
 from decision_pipeline.charter.seed import SeedSampleParams
@@ -41,8 +42,8 @@ SECTIONS: dict[str, type] = {
     "sft": SFTParams, "calibrate": CalibrateParams, "evaluate": EvaluateParams,
     "s1mb_data": S1mbDataParams, "s1mb": S1mbParams,
     "rl_probe": RlProbeParams, "rl_select": RlSelectParams, "rl": RLParams,
-    "seed_sample": SeedSampleParams, "reflect": ReflectParams, "judge": JudgeParams, "reviews": ReviewsParams,
-    "judge_agreement": AgreementParams, "throughput": ThroughputParams, "runtime": RuntimeParams,
+    "seed_sample": SeedSampleParams, "reflect": ReflectParams, "improve": ImproveParams, "judge": JudgeParams,
+    "reviews": ReviewsParams, "judge_agreement": AgreementParams, "throughput": ThroughputParams, "runtime": RuntimeParams,
 }
 
 

@@ -1,9 +1,11 @@
 """Stage `reflect@{candidate}`: the candidate writes a two-voice reflection on every seed
-document (rule-based reference generators, or a model behind an OpenAI-compatible
-endpoint that the stage serves itself when `serve_model` is set)."""
+document with the prompt improve@{candidate} ended on (rule-based reference generators, or
+a model behind an OpenAI-compatible endpoint that the stage serves itself when
+`serve_model` is set)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from decision_pipeline.charter.annotate import ReflectParams, reflect, screen, screened_out_metrics
@@ -21,12 +23,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed-table", default="data/charter/seed.parquet")
     ap.add_argument("--out-dir", default="data/charter/reflect")
     ap.add_argument("--metrics-dir", default="metrics/charter/reflect")
+    ap.add_argument("--prompt", default="",
+                    help="the prompt file to use instead of the candidate's (improve@candidate's final.md)")
     ap.add_argument("--throughput-metrics", default="metrics/charter/throughput",
                     help="throughput@candidate records: the cost screen gates this stage")
     args = ap.parse_args(argv)
     started = time.time()
     cfg = load_section(ReflectParams, "reflect", args.params)
     checks = load_section(JudgeParams, "judge", args.params).checks
+    if args.prompt and args.candidate in cfg.candidates:
+        cfg.candidates[args.candidate] = replace(cfg.candidates[args.candidate], prompt=args.prompt)
     gate = screen(args.candidate, Path(args.throughput_metrics))
     if gate["screened_out"]:
         rows, metrics = [], {**screened_out_metrics(args.candidate, gate), "missing_voice": 0, "seconds": 0.0}

@@ -30,7 +30,7 @@ NO_PATH = "configs/external/none"  # "no external file": a real (non-empty) plac
 # test keeps the two equal). Kept here so every stage checks a file's sections without importing them all.
 SECTION_NAMES = ("base", "items", "ingest", "tokenizer", "curate", "pretrain", "base_model", "generate",
                  "select_chains", "lr_sweep", "sft", "calibrate", "evaluate", "s1mb_data", "s1mb",
-                 "rl_probe", "rl_select", "rl", "seed_sample", "reflect", "judge", "reviews",
+                 "rl_probe", "rl_select", "rl", "seed_sample", "reflect", "improve", "judge", "reviews",
                  "judge_agreement", "throughput", "runtime")
 
 

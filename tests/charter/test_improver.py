@@ -4,12 +4,10 @@ version; garbage and an edit pasting charter text are refused with the rule they
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from decision_pipeline.charter.improver import (EDITS, DeterministicImprover, EndpointImprover, apply_edit,
+from decision_pipeline.charter.improver import (EDITS, DeterministicImprover, apply_edit,
                                                 failure_summary)
 from decision_pipeline.charter.prompts import load_prompt
 from decision_pipeline.common.errors import PipelineError
@@ -37,44 +35,6 @@ def test_every_library_edit_passes_the_prompt_checker(charter):
     prompt = load_prompt("configs/prompts/small_base.md", charter)
     for rule_name, edit in EDITS.items():
         apply_edit(prompt, edit, charter, f"{rule_name}.md")
-
-
-class Stub(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, script: list[str]):
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.script, self.bodies = list(script), []
-
-
-class Handler(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802
-        self.server.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-        content = self.server.script.pop(0)
-        data = content.encode() if content.startswith("RAW:") else json.dumps(
-            {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture
-def stub():
-    def make(script: list[str]) -> tuple[Stub, EndpointImprover]:
-        server = Stub(script)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        made.append(server)
-        return server, EndpointImprover(f"http://127.0.0.1:{server.server_address[1]}/v1", "improver", 5.0)
-    made: list[Stub] = []
-    yield make
-    for s in made:
-        s.shutdown()
-        s.server_close()
 
 
 def test_endpoint_improver_edit_becomes_the_next_version(stub, charter):

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from decision_pipeline.common.io import write_table
-from stages import judge, judge_agreement, rank_generators, reflect, reviews, seed_sample, throughput
+from stages import improve, judge, judge_agreement, rank_generators, reflect, reviews, seed_sample, throughput
 from decision_pipeline.common.profiles import merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,3 +163,76 @@ def test_judge_that_is_a_candidate_is_one_error_naming_both(work, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "judge 'ref_cite_right' is also candidate 'ref_cite_right'" in err[0]
     assert Path("data/charter/judge/ref_cite_right.jsonl").read_text() == before   # nothing rewritten
+
+
+def test_improver_loop_per_generator_records_revisions_and_reflect_uses_the_final_prompt(work):
+    """ref_summarise fails on summary and formulaic openers: the deterministic improver makes one
+    edit per revision (most frequent failure first), each revision's prompt file is kept, the
+    sample never touches the reviewed seed documents, and reflect@ runs on the final prompt."""
+    tmp, params = work
+    from decision_pipeline.charter.improve_run import ImproveParams, improve_sample
+    from decision_pipeline.charter.improver import EDITS
+    from decision_pipeline.charter.seed import SeedSampleParams
+    from decision_pipeline.common.io import read_table
+    from decision_pipeline.common.params import from_dict
+
+    assert seed_sample.main([]) == 0 and throughput.main(["ref_summarise"]) == 0
+    assert improve.main(["ref_summarise"]) == 0
+    m = json.loads(Path("metrics/charter/improve/ref_summarise.json").read_text())
+    hist = m["history"]
+    assert m["revisions"] >= 2 and len(hist) == m["revisions"] + 1 and not m["follows_prompt"]
+    assert [h["version"] for h in hist] == list(range(1, len(hist) + 1))
+    first = hist[0]["failures"]
+    assert hist[0]["rule"] == min((r for r in first if r in EDITS), key=lambda r: (-first[r], r))  # most frequent
+    assert len({h["rule"] for h in hist[:-1]}) == len(hist) - 1              # one new rule per revision
+    out = Path("data/charter/improve/ref_summarise")
+    assert sorted(p.name for p in out.iterdir()) == sorted([h["prompt_file"] for h in hist] + ["final.md"])
+    assert (out / "final.md").read_text() == (out / hist[-1]["prompt_file"]).read_text()
+    assert all(EDITS[h["rule"]] in (out / "final.md").read_text() for h in hist[:-1])
+    assert m["n_docs"] == 6 * params["improve"]["per_score"] and m["accept_rate_final"] == m["accept_rate_start"]
+    seed_ids = {r["id"] for r in read_table("data/charter/seed.parquet")}
+    cfg = from_dict(ImproveParams, params["improve"], "improve")
+    sample = improve_sample(read_table("data/pool/pool.parquet"), seed_ids, cfg,
+                            from_dict(SeedSampleParams, params["seed_sample"], "seed_sample"), params["base"]["seed"])
+    assert len(sample) == m["n_docs"] and not seed_ids & {d["id"] for d in sample}
+    assert reflect.main(["ref_summarise", "--prompt", str(out / "final.md")]) == 0
+    rows = [json.loads(x) for x in Path("data/charter/reflect/ref_summarise.jsonl").read_text().splitlines()]
+    assert {r["prompt_version"] for r in rows} == {hist[-1]["version"]}
+
+
+def test_endpoint_improver_in_the_stage_and_its_garbage_answer(work, stub, capsys):
+    """The improver behind a local OpenAI-compatible server: its edit becomes v2; an answer that
+    is not the JSON contract stops the stage with one line and writes nothing."""
+    tmp, params = work
+    assert seed_sample.main([]) == 0 and throughput.main(["ref_summarise"]) == 0
+    server, _ = stub([json.dumps({"rule": "summary", "edit": "Say what matters instead of retelling it."})])
+    params["improve"].update(improver="endpoint", base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
+                             model="improver", max_revisions=1)
+    Path("params.yaml").write_text(yaml.safe_dump(params))
+    assert improve.main(["ref_summarise"]) == 0
+    hist = json.loads(Path("metrics/charter/improve/ref_summarise.json").read_text())["history"]
+    assert [h["rule"] for h in hist] == ["summary", None] and len(server.bodies) == 1
+    assert "Say what matters instead of retelling it." in Path("data/charter/improve/ref_summarise/v2.md").read_text()
+
+    server.script.append("not json")
+    for p in (Path("metrics/charter/improve/ref_summarise.json"), Path("data/charter/improve")):
+        p.unlink() if p.is_file() else __import__("shutil").rmtree(p)
+    capsys.readouterr()
+    assert improve.main(["ref_summarise"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "answered garbage" in err[0]
+    assert not Path("metrics/charter/improve/ref_summarise.json").exists()
+    assert not [p for p in Path("data/charter/improve").iterdir() if not p.name.startswith(".")] \
+        if Path("data/charter/improve").exists() else True
+
+
+def test_improve_sample_larger_than_the_pool_is_one_line_naming_the_key(work, capsys):
+    tmp, params = work
+    assert seed_sample.main([]) == 0 and throughput.main(["ref_cite_right"]) == 0
+    params["improve"]["per_score"] = 1000
+    Path("params.yaml").write_text(yaml.safe_dump(params))
+    capsys.readouterr()
+    assert improve.main(["ref_cite_right"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: improve.per_score: only 192") and "6000 asked" in err[0]
+    assert not Path("metrics/charter/improve").exists() and not Path("data/charter/improve/ref_cite_right").exists()
