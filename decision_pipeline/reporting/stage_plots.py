@@ -94,6 +94,33 @@ def plot_routing_curve(curves: Mapping[str, Sequence[dict]], path: str | os.Path
     return _save(fig, path)
 
 
+@_styled
+def plot_cross_routing(pairs: Mapping[str, Mapping[str, Any]], path: str | os.PathLike) -> Path:
+    """One panel per readout model: accuracy vs routed share with each model's thinking.
+
+    Why panels: the question is "whose thinking should this model's doubtful readouts go
+    to?", so the curves to compare share a readout model. `pairs` is cross_routing.all_pairs
+    output (each with readout_model, thinking_model and curve).
+    """
+    _nonempty(pairs, "pairs")
+    readers = list(dict.fromkeys(p["readout_model"] for p in pairs.values()))
+    thinkers = list(dict.fromkeys(p["thinking_model"] for p in pairs.values()))
+    colors = dict(zip(thinkers, _colors(len(thinkers))))
+    fig, axes = _figure(4.2 * len(readers), 4.2, nrows=1, ncols=len(readers), sharey=True, squeeze=False)
+    for ax, reader in zip(axes[0], readers):
+        for p in (p for p in pairs.values() if p["readout_model"] == reader):
+            rows = sorted(p["curve"], key=lambda r: r["fraction"])
+            same = p["thinking_model"] == reader
+            ax.plot([r["fraction"] for r in rows], [r["accuracy"] for r in rows], "-o" if same else "-s",
+                    ms=3, lw=2.2 if same else 1.6, color=colors[p["thinking_model"]],
+                    label=f"thinking: {p['thinking_model']}" + (" (same model)" if same else ""))
+        ax.set(title=f"readout: {reader}", xlabel="share routed (lowest margin first)", xlim=(0, 1))
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best")
+    axes[0][0].set_ylabel("accuracy")
+    return _save(fig, path)
+
+
 # ------------------------------------------------------------- reliability
 def _bins_dict(b: Any) -> dict:
     return b.to_dict() if hasattr(b, "to_dict") else dict(b)
