@@ -4,13 +4,13 @@ To add a section: write a narrative function (numbers in, sentences out, using
 `narrative`'s CI-aware helpers), list its headline numbers and figures, and
 append a `Section` to SECTIONS; add the files it reads to the `report` stage's
 deps in dvc.yaml (a test checks that). A section whose `requires` files do not
-exist is skipped, so entries for stages that are still being built (RL,
-annotation-model selection) sit here guarded and activate when their metrics
-appear.
+exist is skipped, and a figure is listed only when the keys it draws are present,
+so a profile that runs fewer stages still gets a complete report.
 """
 from __future__ import annotations
 
 from decision_pipeline.reporting import report_figures as F
+from decision_pipeline.reporting import report_figures_analysis as A
 from decision_pipeline.reporting import report_figures_decision as D
 from decision_pipeline.reporting import narrative as N
 from decision_pipeline.reporting.registry import Fig, Headline, Section
@@ -172,7 +172,37 @@ def evaluation_figs(s: Store) -> list[Fig]:
                  D.chain_lengths),
              Fig("eval_unfinished", "Share of chains looping or unfinished at the token cap, and share with a "
                  "parsable answer, per task (metrics/evaluate/*.json: by_task).", D.unfinished)]
+    if A.router_models(s):
+        figs.append(Fig("eval_routers", "Learned router vs the fixed margin rule: AUROC for ranking the eval items "
+                        "whose thinking fixes a wrong readout (metrics/evaluate/*.json: router).", A.router_auroc))
+    if s.exists(CROSS_PNG):
+        figs.append(Fig("eval_cross_routing", "Cross-model routing: one model's readout, another model's thinking "
+                        "for its least confident items (drawn by cross_route; metrics/cross_route.json).",
+                        image=CROSS_PNG))
     return figs
+
+
+CROSS, CROSS_PNG = "metrics/cross_route.json", "plots/cross_route/routing.png"
+
+
+def cross_route_text(s: Store) -> list[str]:
+    """The best cross-model pair at the headline share against each readout model's own routing."""
+    if not s.has(CROSS, "pairs"):
+        return []
+    pairs = s.mapping(CROSS, "pairs")
+    out = []
+    for reader in dict.fromkeys(p["readout_model"] for p in pairs.values()):
+        own = pairs.get(f"{reader}->{reader}")
+        others = [p for p in pairs.values() if p["readout_model"] == reader and p["thinking_model"] != reader]
+        if not own or not others:
+            continue
+        best = max(others, key=lambda p: p["accuracy"]["point"])
+        a, g = best["accuracy"], best["gain_over_readout"]
+        out.append(f"Cross-model routing at {s.number(CROSS, 'share'):.0%}: {reader}'s readout with "
+                   f"{best['thinking_model']}'s thinking {a['point']:.3f} (95% CI [{a['ci_low']:.3f}, {a['ci_high']:.3f}]; "
+                   f"{g['diff']:+.3f} [{g['ci_low']:+.3f}, {g['ci_high']:+.3f}] over the readout alone) vs "
+                   f"{own['accuracy']['point']:.3f} with its own thinking.")
+    return out
 
 
 # ------------------------------------------------------------------ S1MB
@@ -217,6 +247,11 @@ def rl_text(s: Store) -> list[str]:
         if point and s.has(file, f"{key}.ci_low") and s.has(file, f"{key}.ci_high"):
             out.append(N.diff_ci(what, s.number(file, point), s.number(file, f"{key}.ci_low"),
                                  s.number(file, f"{key}.ci_high")))
+    if s.has("metrics/rl.json", "difficulty_adjusted_reward.slope_per_round.point"):
+        k = "difficulty_adjusted_reward.slope_per_round"
+        out.append(N.diff_ci("Difficulty-adjusted reward (chain right minus the probe pass rate), slope per round",
+                             s.number("metrics/rl.json", f"{k}.point"), s.number("metrics/rl.json", f"{k}.ci_low"),
+                             s.number("metrics/rl.json", f"{k}.ci_high")))
     return out or ["RL metrics are present, but none of the keys this entry knows (reward_gain, vs_sft) was found."]
 
 
@@ -226,9 +261,14 @@ def rl_figs(s: Store) -> list[Fig]:
                  "share of chains open at the cap, completion length, groups with mixed right/wrong chains).",
                  image=p) for i, p in enumerate(s.glob("plots/rl/**/*.png"))]
     if drawn or not D.rl_series(s):
-        return drawn
-    return [Fig("rl_rounds", "RL per round from its plot data (reward, unfinished share, length columns of "
-                "plots/rl/*.json).", D.rl_rounds)]
+        figs = drawn
+    else:
+        figs = [Fig("rl_rounds", "RL per round from its plot data (reward, unfinished share, length columns of "
+                    "plots/rl/*.json).", D.rl_rounds)]
+    if A.has_rl_analyses(s):
+        figs.append(Fig("rl_analyses", "RL analyses from metrics/rl.json: answer collapse per round, and the "
+                        "difficulty-adjusted reward with its least-squares slope.", A.rl_analyses))
+    return figs
 
 
 # ------------------------- optional: annotation-model selection (issue 11)
@@ -251,13 +291,24 @@ def charter_text(s: Store) -> list[str]:
             spread = s.number(AGREEMENT, "kappa_spread", nullable=True) if s.has(AGREEMENT, "kappa_spread") else None
             out.append(f"Judge vs simulated reviews (held-out validation split): Cohen's kappa {k:.2f} (95% CI [{lo:.2f}, {hi:.2f}])"
                        + (f", spread over repeated judge runs {spread:.2f}" if spread is not None else "") + ".")
+    for c in A.improve_candidates(s):
+        rel = A.IMPROVE.format(c)
+        if s.raw(rel, "history"):
+            out.append(f"Improver, {c}: {N.fmt(s.number(rel, 'revisions'), 'int')} revision(s), accept rate "
+                       f"{s.number(rel, 'accept_rate_start'):.2f} -> {s.number(rel, 'accept_rate_final'):.2f} "
+                       f"on {N.fmt(s.number(rel, 'n_docs'), 'int')} fresh documents (stopped: {s.raw(rel, 'stopped')})"
+                       + ("" if s.raw(rel, "follows_prompt") else "; a rule reference ignores its prompt") + ".")
     files = [p for pat in CHARTER_METRICS for p in s.glob(pat)]
     return out + [f"Annotation-model selection metrics: {', '.join(files)}."]
 
 
 def charter_figs(s: Store) -> list[Fig]:
-    return [Fig(f"charter_{i}", f"Annotation-model selection: {p}.", image=p)
+    figs = [Fig(f"charter_{i}", f"Annotation-model selection: {p}.", image=p)
             for i, p in enumerate(p for pat in CHARTER_PLOTS for p in s.glob(pat))]
+    if A.improve_candidates(s):
+        figs.append(Fig("charter_improver", "Improver loop per generator: judge accept rate per prompt revision "
+                        "(metrics/charter/improve/*.json).", A.improver_history))
+    return figs
 
 
 def _acc(model: str, label: str, measure: str, optional: bool = False) -> Headline:
@@ -290,7 +341,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("evaluation", "Decision model: calibration, evaluation and routing",
             (EV.format("base"), EV.format("sft"), "metrics/calibrate/*.json"),
             ("metrics/evaluate/*.json", "metrics/calibrate/*.json", "plots/evaluate/*/accuracy_by_group.json",
-             "plots/evaluate/*/routing.json", "plots/evaluate/*/reliability.png"), evaluation_text,
+             "plots/evaluate/*/routing.json", "plots/evaluate/*/reliability.png", CROSS, CROSS_PNG),
+            lambda s: evaluation_text(s) + cross_route_text(s),
             (_acc("base", "base readout accuracy", "readout_accuracy"),
              _acc("sft", "SFT readout accuracy", "readout_accuracy"),
              Headline("sft_minus_base_readout_accuracy", "SFT minus base readout accuracy (paired)", EV.format("sft"),
