@@ -117,3 +117,34 @@ def rl_analyses(store: Store, out: Path) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(loc="best", fontsize=7)
         return save(fig, out)
+
+
+ABLATION = "metrics/curate_ablation.json"
+
+
+def has_ablation(store: Store) -> bool:
+    return store.exists(ABLATION) and bool(store.raw(ABLATION, "rows"))
+
+
+def curate_ablation(store: Store, out: Path) -> Path:
+    """Curated held-out ppl vs list depth (overfill) per fill mode; bars span the seeds' min to max."""
+    rows = store.raw(ABLATION, "rows")
+    with figure() as (fig, axes):
+        ax = axes[0, 0]
+        for i, mode in enumerate(dict.fromkeys(r["mode"] for r in rows)):
+            mine = sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["overfill"])
+            x = [r["overfill"] for r in mine]
+            y = [r["ppl_mean"] for r in mine]
+            err = [[r["ppl_mean"] - r["ppl_min"] for r in mine], [r["ppl_max"] - r["ppl_mean"] for r in mine]]
+            ax.errorbar(x, y, yerr=err, fmt="-o", color=color(i), capsize=4, lw=2, ms=5,
+                        label=f"{mode} ({mine[0]['seeds']} seeds: mean, bars min-max)")
+            for r in mine:
+                if r.get("fallback_docs"):
+                    ax.annotate(f"{r['fallback_docs']} fallback", (r["overfill"], r["ppl_mean"]), fontsize=7,
+                                textcoords="offset points", xytext=(5, -10), color=color(i))
+        ax.set(xlabel="overfill (list depth = budget x overfill / registers, estimated tokens)",
+               ylabel="curated held-out perplexity", title="Curation ablation: list depth x fill mode "
+               "(dvc exp run, pretrain@curated)")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best")
+        return save(fig, out)

@@ -81,7 +81,9 @@ def curation_figs(s: Store) -> list[Fig]:
             Fig("curation_drops", "Documents dropped per reason; both selections share this filtering "
                 "(metrics/curate/curated.json).", F.curation_funnel),
             Fig("curation_mix", "Share of selected tokens per register (metrics/curate/*.json: register_mix).",
-                F.register_mix)]
+                F.register_mix)] + ([Fig("curation_ablation", "The research's ablation as DVC experiments: curated "
+                                         "held-out ppl per overfill and mode (metrics/curate_ablation.json).",
+                                         A.curate_ablation)] if A.has_ablation(s) else [])
 
 
 # ------------------------------------------------------- chains and SFT
@@ -323,7 +325,7 @@ SECTIONS: tuple[Section, ...] = (
                                                     RND, BASE),
             ("metrics/curate/curated.json", "metrics/curate/filtered_random.json", "metrics/curate/random.json", CUR, FRND,
              RND, BASE, "plots/pretrain/curated_loss.json", "plots/pretrain/filtered_random_loss.json",
-             "plots/pretrain/random_loss.json"), curation_text,
+             "plots/pretrain/random_loss.json", A.ABLATION), curation_text,
             (Headline("curated_heldout_ppl", "held-out perplexity, curated selection (mean over seeds)", CUR,
                       "seeds.ppl_mean", noise="seeds.ppl_halfrange", spec=".2f"),
              Headline("filtered_random_heldout_ppl", "held-out perplexity, filtered_random selection (mean over seeds)",

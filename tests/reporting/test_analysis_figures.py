@@ -73,3 +73,14 @@ def test_without_the_keys_the_entries_stay_out(run_root):
     plan = make_plan(Store(run_root))
     ids = [f.id for _s, _t, _r, figs in plan.active for f in figs]
     assert not {"eval_routers", "eval_cross_routing", "charter_improver", "rl_analyses"} & set(ids)
+
+
+def test_ablation_table_becomes_a_curation_figure(run_root):
+    rows = [{"mode": "docs", "overfill": of, "seeds": 3, "ppl_mean": m, "ppl_min": m - 0.2, "ppl_max": m + 0.3,
+             "fallback_docs": fb} for of, m, fb in ((1.0, 6.1, 127), (1.6, 6.3, 0), (2.2, 6.6, 0))]
+    write(run_root, "metrics/curate_ablation.json", {"rows": rows})
+    build_report(run_root, "report/report.pdf", "metrics/summary.json", "plots/report", run_root / "params.yaml")
+    _text, figs = section(make_plan(Store(run_root)), "curation")
+    assert figs[-1].id == "curation_ablation"
+    with Image.open(run_root / "plots/report/curation_ablation.png") as img:
+        assert len(set(img.convert("L").getdata())) > 10
