@@ -22,17 +22,26 @@ from decision_pipeline.charter.charter import Charter
 from decision_pipeline.charter.prompts import Prompt, parse_prompt
 from decision_pipeline.common.errors import PipelineError
 
-# failure flag (checks.voice_flags / rubric.FAILURE_MODES) -> one instruction line (no charter text)
-EDITS: dict[str, str] = {
-    "missing_voice": "Write exactly two lines, one starting 'First person:' and one starting 'Observer:'.",
-    "wrong_voice": "The First person line speaks as 'I'; the Observer line never says 'I', 'me' or 'my'.",
-    "uncited_harm": "When the document is harmful, name the charter section that fits by its bracketed number.",
-    "summary": "Do not restate the document; say what in it matters and how you would respond.",
-    "formulaic_opener": "Do not open with 'This document', 'Sure', 'Here is' or 'Overall'.",
-    "meta_language": "Do not mention the rubric, the task or these instructions.",
-    "malformed_citation": "Cite a section only as its bracketed number, exactly as listed above.",
-    "verbose": "Keep each line under 40 words.",
-    "mentions_truncation": "Never comment on the document being cut short.",
+# failure flag (checks.voice_flags / rubric.FAILURE_MODES) -> instruction lines (no charter text),
+# tried in order: the second is the stronger rewording for a failure the first did not remove
+EDITS: dict[str, tuple[str, ...]] = {
+    "missing_voice": ("Write exactly two lines, one starting 'First person:' and one starting 'Observer:'.",
+                      "Your whole answer is two lines and nothing else: 'First person: ...' then 'Observer: ...'."),
+    "wrong_voice": ("The First person line speaks as 'I'; the Observer line never says 'I', 'me' or 'my'.",
+                    "Check before answering: 'I' appears in the First person line only, never in the Observer line."),
+    "uncited_harm": ("When the document is harmful, name the charter section that fits by its bracketed number.",
+                     "A reflection on harmful text that cites no bracketed section number fails; always cite one."),
+    "summary": ("Do not restate the document; say what in it matters and how you would respond.",
+                "Never retell the document's content; one sentence on why it matters, one on your response."),
+    "formulaic_opener": ("Do not open with 'This document', 'Sure', 'Here is' or 'Overall'.",
+                         "Start each line with its own first idea, not with a stock phrase."),
+    "meta_language": ("Do not mention the rubric, the task or these instructions.",
+                      "Write as if no instructions existed: never refer to them, the rubric or the task."),
+    "malformed_citation": ("Cite a section only as its bracketed number, exactly as listed above.",
+                           "A citation is the bracketed number alone, copied exactly from the list above."),
+    "verbose": ("Keep each line under 40 words.", "Keep each line under 25 words."),
+    "mentions_truncation": ("Never comment on the document being cut short.",
+                            "Treat the text you see as the whole document."),
 }
 MAX_EDIT_CHARS = 400
 
@@ -45,13 +54,19 @@ def failure_summary(judge_records: list[dict]) -> dict[str, int]:
 
 
 class DeterministicImprover:
-    """The library edit for the most frequent failure that no earlier revision addressed."""
+    """The library edit for the most frequent failure that no earlier revision addressed; when
+    every failing rule has had its first edit, the next rewording for the most frequent one."""
     name = "deterministic"
 
     def propose(self, prompt: Prompt, failures: dict[str, int], applied: list[str]) -> tuple[str, str] | None:
-        for rule_name, n in failures.items():
-            if n > 0 and rule_name in EDITS and rule_name not in applied:
-                return rule_name, EDITS[rule_name]
+        failing = [r for r, n in failures.items() if n > 0 and r in EDITS]
+        for rule_name in failing:
+            if rule_name not in applied:
+                return rule_name, EDITS[rule_name][0]
+        for rule_name in failing:
+            k = applied.count(rule_name)
+            if k < len(EDITS[rule_name]):
+                return rule_name, EDITS[rule_name][k]
         return None
 
 

@@ -24,17 +24,22 @@ def test_deterministic_improver_addresses_the_most_frequent_failure_first(charte
     assert failures == {"summary": 3, "verbose": 2, "wrong_voice": 1}
     prompt = load_prompt("configs/prompts/small_base.md", charter)
     imp = DeterministicImprover()
-    assert imp.propose(prompt, failures, []) == ("summary", EDITS["summary"])
-    assert imp.propose(prompt, failures, ["summary"]) == ("verbose", EDITS["verbose"])
-    assert imp.propose(prompt, failures, ["summary", "verbose", "wrong_voice"]) is None
-    text, nxt = apply_edit(prompt, EDITS["summary"], charter, "rev2.md")
-    assert nxt.version == prompt.version + 1 and text.rstrip().endswith(EDITS["summary"])
+    assert imp.propose(prompt, failures, []) == ("summary", EDITS["summary"][0])
+    assert imp.propose(prompt, failures, ["summary"]) == ("verbose", EDITS["verbose"][0])
+    # every failing rule addressed once: the most frequent gets its stronger rewording, then the next
+    assert imp.propose(prompt, failures, ["summary", "verbose", "wrong_voice"]) == ("summary", EDITS["summary"][1])
+    assert imp.propose(prompt, failures, ["summary", "verbose", "wrong_voice", "summary"]) == \
+        ("verbose", EDITS["verbose"][1])
+    assert imp.propose(prompt, failures, ["summary", "verbose", "wrong_voice"] * 2) is None
+    text, nxt = apply_edit(prompt, EDITS["summary"][0], charter, "rev2.md")
+    assert nxt.version == prompt.version + 1 and text.rstrip().endswith(EDITS["summary"][0])
 
 
 def test_every_library_edit_passes_the_prompt_checker(charter):
     prompt = load_prompt("configs/prompts/small_base.md", charter)
-    for rule_name, edit in EDITS.items():
-        apply_edit(prompt, edit, charter, f"{rule_name}.md")
+    for rule_name, edits in EDITS.items():
+        for k, edit in enumerate(edits):
+            apply_edit(prompt, edit, charter, f"{rule_name}{k}.md")
 
 
 def test_endpoint_improver_edit_becomes_the_next_version(stub, charter):
@@ -79,7 +84,7 @@ def test_loop_on_a_prompt_reading_toy_generator_records_each_revision(charter, t
         fresh_sample(docs, {"d0", "d1"}, 11, seed=0)
 
     def reflect_fn(prompt):
-        return [{"doc": d["id"], "fixed": {r for r, e in EDITS.items() if e in prompt.template}} for d in sample]
+        return [{"doc": d["id"], "fixed": {r for r, e in EDITS.items() if e[0] in prompt.template}} for d in sample]
 
     def judge_fn(rows):   # doc index parity: summary on every doc, wrong voice on half
         out = []
@@ -95,7 +100,7 @@ def test_loop_on_a_prompt_reading_toy_generator_records_each_revision(charter, t
     assert [h["rule"] for h in hist] == ["summary", "wrong_voice", None]
     assert [h["version"] for h in hist] == [prompt.version, prompt.version + 1, prompt.version + 2]
     assert all((tmp_path / f"v{h['version']}.md").is_file() for h in hist)
-    assert EDITS["wrong_voice"] in (tmp_path / f"v{prompt.version + 2}.md").read_text()
+    assert EDITS["wrong_voice"][0] in (tmp_path / f"v{prompt.version + 2}.md").read_text()
     capped = improve(prompt, charter, reflect_fn, judge_fn, DeterministicImprover(), max_revisions=1,
                      out_dir=tmp_path / "capped")
     assert len(capped) == 2 and capped[-1]["rule"] is None

@@ -184,11 +184,13 @@ def test_improver_loop_per_generator_records_revisions_and_reflect_uses_the_fina
     assert [h["version"] for h in hist] == list(range(1, len(hist) + 1))
     first = hist[0]["failures"]
     assert hist[0]["rule"] == min((r for r in first if r in EDITS), key=lambda r: (-first[r], r))  # most frequent
-    assert len({h["rule"] for h in hist[:-1]}) == len(hist) - 1              # one new rule per revision
+    rules = [h["rule"] for h in hist[:-1]]
+    # each revision's edit is its rule's next library line (first lines before rewordings)
+    assert all(h["edit"] == EDITS[h["rule"]][rules[:k].count(h["rule"])] for k, h in enumerate(hist[:-1]))
     out = Path("data/charter/improve/ref_summarise")
     assert sorted(p.name for p in out.iterdir()) == sorted([h["prompt_file"] for h in hist] + ["final.md"])
     assert (out / "final.md").read_text() == (out / hist[-1]["prompt_file"]).read_text()
-    assert all(EDITS[h["rule"]] in (out / "final.md").read_text() for h in hist[:-1])
+    assert all(h["edit"] in (out / "final.md").read_text() for h in hist[:-1])
     assert m["n_docs"] == 6 * params["improve"]["per_score"] and m["accept_rate_final"] == m["accept_rate_start"]
     seed_ids = {r["id"] for r in read_table("data/charter/seed.parquet")}
     cfg = from_dict(ImproveParams, params["improve"], "improve")
