@@ -26,6 +26,7 @@ from decision_pipeline.bench.s1mb.aggregate import eligible
 from decision_pipeline.bench.s1mb.metrics import score_decisions
 from decision_pipeline.bench.s1mb.records import Decision, Prediction
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import atomic_dir
 
 REFERENCES = ("uniform", "label-prior", "majority")
 REFERENCE_ORG = "reference"
@@ -92,12 +93,8 @@ def export(src: str | Path, out: str | Path, models: Sequence[str]) -> list[str]
         if not folders:
             raise PipelineError(f"{src / m}: no pipeline__* model folder; run `dvc repro s1mb@{m}` first")
         for f in folders:
-            dest = out / f.name
-            tmp = out / f".{f.name}.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(f, tmp)
-            shutil.rmtree(dest, ignore_errors=True)
-            tmp.rename(dest)
+            with atomic_dir(out / f.name) as tmp:
+                shutil.copytree(f, tmp, dirs_exist_ok=True)
             copied.append(f.name)
     return copied
 

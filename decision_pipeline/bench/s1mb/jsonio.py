@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import lzma
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from decision_pipeline.common.io import write_bytes_atomic
 
 from .errors import S1MBError
 
@@ -103,13 +103,5 @@ def write_json(path: str | Path, value: Any) -> Path:
         raise S1MBError("JSON exceeds 64 MiB", file=str(path))
     if path.name.endswith(".xz"):
         payload = lzma.compress(payload, format=lzma.FORMAT_XZ)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(payload)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+    write_bytes_atomic(path, payload)
     return path
