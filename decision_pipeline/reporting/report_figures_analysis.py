@@ -41,7 +41,7 @@ def improver_history(store: Store, out: Path) -> Path:
             for r in rows:
                 if r.get("rule"):
                     ax.annotate(str(r["rule"]), (r["version"], r["accept_rate"]), textcoords="offset points",
-                                xytext=(4, 4), fontsize=7, color=color(i))
+                                xytext=(4, 4 + 9 * i), fontsize=7, color=color(i))   # stacked per generator
         screened += [c for c in models_in(store, IMPROVE) if c not in improve_candidates(store)]
         title = "Improver loop: judge accept rate per prompt revision (fresh sample, frozen judge)"
         if screened:
