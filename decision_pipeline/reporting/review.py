@@ -13,7 +13,16 @@ Where a metric's noise comes from (first rule that applies):
    likewise;
 3. `metrics/summary.json`: a name with `_ci_low/_ci_high`, `_noise` or `_noise_floor`;
 4. a mirrored CI block: `X` (or `X_routed`) gets the half-width of `cis.X` (or `cis_routed.X`), as the
-   S1MB metrics store `task_avg` beside `cis.task_avg.ci_low/ci_high` (item bootstrap).
+   S1MB metrics store `task_avg` beside `cis.task_avg.ci_low/ci_high` (item bootstrap);
+5. a proportion over items (`accuracy`, `parse_rate`, `coverage`, `rate`, `*_rate`, `*_share`,
+   `agreement.*`) with an item count `n` in its own block or an ancestor (the file's top-level `n` only
+   outside `by_*` groups, whose members count fewer items) gets its Wilson 95% half-width: the sampling
+   noise of a share of n items, what an item bootstrap would give.
+6. repeat runs: a per-seed list `seeds.X` gives `seeds.X_mean` and the first seed's `heldout.X` its
+   half-range (max - min) / 2.
+A CI bound (`ci_low`, `ci_high`, `p2_5`, `p97_5`; summary `_ci_low/_ci_high/_noise/_noise_floor`; a seeds
+block's `X_min/X_max/X_halfrange`) is the noise of the metric beside it, shown in that metric's row, not a
+row of its own.
 A metric with no noise that is fixed by the inputs and params (item counts, resample counts, a
 params echo: `DETERMINISTIC`) says "deterministic by construction" instead of "no recorded noise".
 The larger of the base's and the workspace's half-width is used, so a change
@@ -84,6 +93,41 @@ def _mirrored_hw(flat: dict[str, Any], key: str) -> float | None:
     return None
 
 
+Z95 = 1.959964
+
+
+def wilson_halfwidth(p: float, n: float) -> float:
+    """Half-width of the Wilson 95% score interval of a share p of n items (nonzero at p = 0 or 1)."""
+    z2 = Z95 * Z95
+    return Z95 / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+
+
+def _is_proportion(key: str) -> bool:
+    parent, _, leaf = key.rpartition(".")
+    return (leaf in {"accuracy", "parse_rate", "coverage", "rate", "accept_rate"} or leaf.endswith(("_rate", "_share"))
+            or parent.rpartition(".")[2] == "agreement")
+
+
+def _item_count(flat: dict[str, Any], key: str) -> float | None:
+    """The nearest `n` in the key's block or an ancestor; the top-level one not inside a `by_*` group."""
+    parts = key.split(".")[:-1]
+    for depth in range(len(parts), -1, -1):
+        if depth == 0 and any(p.startswith("by_") for p in parts):
+            return None
+        n = _num(flat.get(".".join(parts[:depth] + ["n"])))
+        if n is not None and n >= 1:
+            return n
+    return None
+
+
+def is_bound(path: str, key: str) -> bool:
+    """A CI bound or a summary noise entry: the noise of another row, not a row itself."""
+    parent, _, leaf = key.rpartition(".")
+    if leaf in BOUND_KEYS or (parent.rpartition(".")[2] == "seeds" and leaf.endswith(("_min", "_max", "_halfrange"))):
+        return True
+    return path == SUMMARY and key.endswith(("_ci_low", "_ci_high", "_noise", "_noise_floor"))
+
+
 def noise_index(metrics: dict[str, Any], headlines: tuple[Headline, ...] | None = None) -> dict[tuple[str, str], float]:
     """Half-width per (file, flattened key) from one revision's metrics files ({path: parsed JSON})."""
     if headlines is None:
@@ -107,6 +151,20 @@ def noise_index(metrics: dict[str, Any], headlines: tuple[Headline, ...] | None 
             hw = _mirrored_hw(flat, key)
             if hw is not None:
                 index.setdefault((path, key), hw)
+        for key, value in flat.items():
+            p, n = _num(value), None
+            if p is not None and 0.0 <= p <= 1.0 and _is_proportion(key) and (path, key) not in index:
+                n = _item_count(flat, key)
+            if n is not None:
+                index[(path, key)] = wilson_halfwidth(p, n)
+        for key, value in flat.items():
+            parent, _, leaf = key.rpartition(".")
+            per_seed = [_num(v) for v in value] if isinstance(value, list) else []
+            if parent.rpartition(".")[2] == "seeds" and len(per_seed) >= 2 and None not in per_seed:
+                hw = (max(per_seed) - min(per_seed)) / 2
+                for target in (f"{key}_mean", f"heldout.{leaf}"):
+                    if target in flat:
+                        index.setdefault((path, target), hw)
         if path == SUMMARY and isinstance(data, dict):
             for name in data:
                 hw = halfwidth_from_summary(data, name)
@@ -142,6 +200,8 @@ def metric_rows(metrics_diff: dict, old_noise: dict, new_noise: dict) -> list[di
     rows = []
     for path, changes in metrics_diff.items():
         for key, ch in (changes or {}).items():
+            if is_bound(path, key):
+                continue
             old, new = ch.get("old"), ch.get("new")
             change = _num(ch.get("diff"))
             if change is None and _num(old) is not None and _num(new) is not None:
@@ -183,8 +243,9 @@ def review_markdown(base: str, params_diff: dict, metrics_diff: dict, old_noise:
                    f"{count['inside noise']} inside it, {count['no recorded noise']} with no recorded noise, "
                    f"{count[DET]} {DET}, "
                    f"{count['added/removed']} added or removed. A change is outside the noise when its size "
-                   "exceeds the recorded 95% CI half-width, repeat-run half-range or noise floor (the larger of "
-                   f"`{base}`'s and the workspace's).")
+                   "exceeds the recorded 95% CI half-width, repeat-run half-range or noise floor, or for a share of "
+                   "n items without a CI its Wilson 95% half-width (the larger of "
+                   f"`{base}`'s and the workspace's); CI bounds are the noise column, not rows.")
         noisy = [r for r in rows if r["verdict"] in ("**outside noise**", "inside noise")]
         other = [r for r in rows if r not in noisy]
         if noisy:

@@ -129,3 +129,31 @@ def test_cli_on_a_branch_that_changes_one_param(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "decision_pipeline.reporting.review", "--base", "nope"], cwd=repo,
                          capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "--base nope" in bad.stderr
+
+
+def test_shares_of_n_items_get_their_wilson_half_width():
+    # Wilson 95%: z / (1 + z^2/n) * sqrt(p(1-p)/n + z^2/(4n^2)); p = .5, n = 100 -> 0.09617; p = 0, n = 568 -> 0.00336
+    from decision_pipeline.reporting.review import wilson_halfwidth
+    assert wilson_halfwidth(0.5, 100) == pytest.approx(0.09617, abs=1e-5)
+    assert wilson_halfwidth(0.0, 568) == pytest.approx(0.003359, abs=1e-6)
+    m = {EV: {"n": 100, "thinking": {"parse_rate": 0.5}, "loops": {"rate": 0.0},
+              "by_task": {"choice": {"n": 40, "readout": {"accuracy": 0.5, "brier": 0.3}}},
+              "by_family": {"count": {"accuracy": 0.5}}, "readout": {"nll": 0.9}}}
+    idx = noise_index(m, ())
+    assert idx[(EV, "thinking.parse_rate")] == pytest.approx(0.09617, abs=1e-5)   # the file's n
+    assert idx[(EV, "by_task.choice.readout.accuracy")] == pytest.approx(wilson_halfwidth(0.5, 40))  # its block's n
+    assert (EV, "by_family.count.accuracy") not in idx     # a by_* member without its own n: not the file's 100
+    assert (EV, "by_task.choice.readout.brier") not in idx and (EV, "readout.nll") not in idx   # not shares
+
+
+def test_seed_spread_and_bounds_are_not_rows():
+    cur = "metrics/pretrain/curated.json"
+    m = {cur: {"heldout": {"ppl": 6.1}, "seeds": {"ppl": [5.7, 6.1, 6.5], "ppl_mean": 6.1, "ppl_min": 5.7,
+                                                   "ppl_max": 6.5, "ppl_halfrange": 0.4}}}
+    idx = noise_index(m, ())
+    assert idx[(cur, "seeds.ppl_mean")] == pytest.approx(0.4) and idx[(cur, "heldout.ppl")] == pytest.approx(0.4)
+    diff = {cur: {"seeds.ppl_mean": {"old": 6.0, "new": 6.1, "diff": 0.1}, "seeds.ppl_max": {"old": 6.4, "new": 6.5},
+                  "cis.x.ci_low": {"old": 0.1, "new": 0.2}},
+            "metrics/summary.json": {"a_ci_high": {"old": 1.0, "new": 1.1}, "a_noise": {"old": 0.1, "new": 0.2}}}
+    rows = metric_rows(diff, idx, idx)
+    assert [(r["key"], r["verdict"]) for r in rows] == [("seeds.ppl_mean", "inside noise")]
