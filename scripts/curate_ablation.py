@@ -60,6 +60,20 @@ def _file_data(data: dict, kind: str, path: str) -> dict:
     return ((data.get(kind) or {}).get(path) or {}).get("data") or {}
 
 
+def baselines() -> list[str]:
+    """The commits experiments were run from (refs/exps/<2 hex>/<rest of the sha>/<name>): a queued grid
+    keeps its baseline when main moves on, and `dvc exp show` lists only HEAD's by default."""
+    refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)", "refs/exps"], check=True,
+                          capture_output=True, text=True).stdout.split()
+    parts = [r.split("/") for r in refs]
+    return sorted({p[2] + p[3] for p in parts if len(p) == 5 and len(p[2] + p[3]) == 40})
+
+
+def _exp_show(rev: str) -> Any:
+    return json.loads(subprocess.run(["dvc", "exp", "show", "--json", "--rev", rev], check=True,
+                                     capture_output=True, text=True).stdout)
+
+
 def collect(show: Any, prefix: str = "curate-") -> dict:
     """The results table: one row per grid experiment (mode, overfill, held-out ppl over seeds, fallback)."""
     rows = []
@@ -73,7 +87,7 @@ def collect(show: Any, prefix: str = "curate-") -> dict:
             continue                               # queued, failed or still running: no result to table
         rows.append({"experiment": exp["name"], "mode": curate.get("mode"), "overfill": curate.get("overfill"),
                      "seeds": seeds.get("n"), "ppl_mean": seeds["ppl_mean"], "ppl_min": seeds.get("ppl_min"),
-                     "ppl_max": seeds.get("ppl_max"), "ppl": seeds.get("ppl"),
+                     "ppl_max": seeds.get("ppl_max"),
                      "ppl_equal_registers_mean": seeds.get("ppl_equal_registers_mean"),
                      "bpb_mean": seeds.get("bpb_mean"), "selected_docs": cur.get("selected_docs"),
                      "fallback_docs": cur.get("fallback_docs"), "selected_tokens": cur.get("selected_tokens")})
@@ -93,9 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="metrics/curate_ablation.json")
     args = ap.parse_args(argv)
     if args.collect:
-        show = json.loads(subprocess.run(["dvc", "exp", "show", "--json"], check=True, capture_output=True,
-                                         text=True).stdout)
-        table = collect(show)
+        table = collect([_exp_show(rev) for rev in baselines()])
         Path(args.out).write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
         print(f"{args.out}: {len(table['rows'])} experiments")
         return 0
