@@ -40,7 +40,8 @@ def copy_repo(dest: Path, profile: str = "micro") -> Path:
                            text=True, check=True).stdout.split()
     for rel in files:
         if rel.startswith(("metrics/", "plots/", "report/")) or rel == "dvc.lock" or not (ROOT / rel).is_file():
-            continue
+            if rel != "metrics/curate_ablation.json":   # an input of the report (dvc exp results), not an output
+                continue
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, dest / rel)
     (dest / "params.yaml").write_text(dump(merged_profile(profile, ROOT)))
