@@ -8,24 +8,25 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[2]  # run as a script by accelerate too: no `tests` package then
 ROUND_PROMPTS, GENERATIONS, STEPS_PER_ROUND = 4, 4, 2
 
 
 def toy_params(max_steps: int = 6, save_steps: int = 2, num_processes: int = 1):
-    from decision_pipeline.lm.launch import LaunchParams
-    from decision_pipeline.decision.rl_rewards import RewardParams
+    """The micro profile's rl with what the toy run depends on: the toy reward, its round shape (4 prompts x 4
+    generations, 2 steps a round), a rate and temperature that move the adapter, no vLLM, one thread."""
+    import dataclasses
+
+    from decision_pipeline.common.params import from_dict
+    from decision_pipeline.common.profiles import merged_profile
     from decision_pipeline.decision.rl_trainer import RLParams
-    return RLParams(
-        lr=1e-2, warmup_steps=1, max_steps=max_steps, prompts_per_round=ROUND_PROMPTS, num_generations=GENERATIONS,
-        steps_per_generation=STEPS_PER_ROUND, loss_type="dapo", beta=0.0, epsilon=0.2, scale_rewards="group",
-        importance_sampling_level="token", vllm_importance_sampling_mode="token_truncate",
-        mask_truncated_completions=False, temperature=1.0, top_p=1.0, max_completion_length=10, lora_r=4,
-        lora_alpha=8, lora_targets=["q_proj", "v_proj"], rewards={"low_ids": 1.0},
-        reward=RewardParams(right=1, wrong=-1, defensible=0.2, defensible_min=0.1, unfinished=-1.5, length_target=8,
-                            length_per_token=0.01, length_max_penalty=0.5, format_bonus=0.1),
-        decisiveness_patterns=[r"\bwait\b"], use_vllm=False, vllm_mode="colocate", save_steps=save_steps,
-        seed_offset=0, threads=1, launch=LaunchParams(config="configs/accelerate/ddp.yaml", num_processes=num_processes))
+    micro = from_dict(RLParams, merged_profile("micro", ROOT)["rl"], "micro profile: rl")
+    return dataclasses.replace(
+        micro, lr=1e-2, max_steps=max_steps, prompts_per_round=ROUND_PROMPTS, num_generations=GENERATIONS,
+        steps_per_generation=STEPS_PER_ROUND, temperature=1.0, top_p=1.0, rewards={"low_ids": 1.0}, use_vllm=False,
+        save_steps=save_steps, threads=1, launch=dataclasses.replace(micro.launch, num_processes=num_processes))
 
 
 def low_ids(completion_ids, **_):

@@ -1,6 +1,7 @@
 """RL library: question selection, the work-directory claim, config checks, metrics, and kill/resume."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -16,11 +17,10 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.questions.schema import normalised_key
 from decision_pipeline.decision.rl_metrics import quarter_gain, round_rows
 from decision_pipeline.decision.rl_select import RlSelectParams, mix, select_questions
-from decision_pipeline.decision.rl_trainer import RLParams, check_lora_targets, claim_rl_work, prompt_rows
+from decision_pipeline.decision.rl_trainer import check_lora_targets, claim_rl_work, prompt_rows
+from tests.decision import rl_helpers
 
 HELPERS = Path(__file__).with_name("rl_helpers.py")
-sys.path.insert(0, str(HELPERS.parent))
-import rl_helpers  # noqa: E402
 
 
 def _row(q: dict, origin: str, correct: int, gold_logit: float = 0.0, k: int = 4) -> dict:
@@ -93,13 +93,13 @@ def test_gold_prob_band_uses_the_calibrated_temperature(questions):
 
 
 def test_rl_params_reject_rounds_that_do_not_line_up():
-    base = rl_helpers.toy_params().__dict__
+    base = rl_helpers.toy_params()
     with pytest.raises(PipelineError, match="multiples of steps_per_generation"):
-        RLParams(**{**base, "max_steps": 5})
+        dataclasses.replace(base, max_steps=5)
     with pytest.raises(PipelineError, match="must be divisible by steps_per_generation"):
-        RLParams(**{**base, "prompts_per_round": 3, "num_generations": 3})
+        dataclasses.replace(base, prompts_per_round=3, num_generations=3)
     with pytest.raises(PipelineError, match="decisiveness_patterns"):
-        RLParams(**{**base, "decisiveness_patterns": ["(wait"]})
+        dataclasses.replace(base, decisiveness_patterns=["(wait"])
 
 
 def test_lora_targets_must_exist(tiny):

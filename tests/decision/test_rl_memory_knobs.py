@@ -1,7 +1,6 @@
 """GRPO memory knobs from params: vLLM share/context/sleep mode, micro-batches with accumulation,
 gradient checkpointing (#21)."""
 import dataclasses
-import sys
 from pathlib import Path
 
 import pytest
@@ -9,13 +8,14 @@ import pytest
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.lm.launch import LaunchParams
 from decision_pipeline.decision.rl_trainer import RLParams, grpo_config
+from tests.decision import rl_helpers
 
-sys.path.insert(0, str(Path(__file__).parent))
-import rl_helpers  # noqa: E402
+# the memory knobs off, as these tests' "default" cases assert them
+KNOBS_OFF = dict(vllm_max_model_length=0, vllm_enable_sleep_mode=False, micro_batch_size=0, gradient_checkpointing=False)
 
 
 def _params(**overrides) -> RLParams:
-    return RLParams(**{**rl_helpers.toy_params().__dict__, **overrides})
+    return dataclasses.replace(rl_helpers.toy_params(), **{**KNOBS_OFF, **overrides})
 
 
 def test_grpo_config_carries_the_vllm_memory_knobs(tmp_path):

@@ -7,19 +7,15 @@ import torch
 from decision_pipeline.decision.sft_data import (MAX_LABELS, JointCollator, build_joint_examples, joint_losses, readout_example,
                                  readout_target)
 from decision_pipeline.decision.lr_choice import lr_rule
-from decision_pipeline.lm.launch import LaunchParams
 from decision_pipeline.decision.sft_trainer import SFTParams, train_joint
-
-
-def sft_params(**overrides) -> SFTParams:
-    values = dict(lr_source="fixed", lr=1e-3, max_steps=3, batch_size=4, warmup_steps=0, lora_r=4, lora_alpha=8,
-                  lora_targets=["q_proj", "v_proj"], alpha=0.5, readout_weight=1.0, readout_copies=1,
-                  prompt_loss_weight=1.0, max_length=512, dev_items=8, train_embeddings=False,
-                  embedding_tokens="all", bf16=False, long_chain_tokens=0, save_steps=0, seed_offset=0, threads=1,
-                  launch=LaunchParams(config="configs/accelerate/ddp.yaml", num_processes=1))
-    values.update(overrides)
-    return SFTParams(**values)
 from decision_pipeline.lm.model import load_model
+from tests.micro import micro_params
+
+
+def sft_params(**changes) -> SFTParams:
+    """The micro profile's sft with what these tests depend on: a fixed rate (train_joint is given it),
+    3 steps (the loss-row counts below) and one thread; each test replaces what it tests."""
+    return micro_params(SFTParams, "sft", **{"lr_source": "fixed", "max_steps": 3, "threads": 1, **changes})
 
 
 def test_readout_target_mixes_gold_and_votes():

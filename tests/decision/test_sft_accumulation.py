@@ -58,7 +58,8 @@ def test_accumulation_steps_are_derived_exactly_and_checkpointing_is_a_param(tmp
     config = sft_config(s, 1e-3, 0, tmp_path, 3)
     assert (config.per_device_train_batch_size, config.gradient_accumulation_steps) == (2, 8)
     assert config.gradient_checkpointing is True
-    default = sft_config(sft_params(batch_size=16), 1e-3, 0, tmp_path, 3)
+    default = sft_config(sft_params(batch_size=16, micro_batch_size=0, gradient_checkpointing=False), 1e-3, 0,
+                         tmp_path, 3)
     assert (default.per_device_train_batch_size, default.gradient_accumulation_steps) == (16, 1)
     assert default.gradient_checkpointing is False
     two = sft_params(batch_size=16, micro_batch_size=4,

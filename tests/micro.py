@@ -1,0 +1,26 @@
+"""Params for tests, derived from the micro profile: a knob's value lives in params.yaml / profiles/micro.yaml
+once, and a test `dataclasses.replace()`s only the fields it depends on (#22)."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+from pathlib import Path
+from typing import TypeVar
+
+from decision_pipeline.common.params import from_dict
+from decision_pipeline.common.profiles import merged_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
+
+
+@functools.cache
+def _micro() -> dict:
+    return merged_profile("micro", ROOT)
+
+
+def micro_params(cls: type[T], section: str, **changes) -> T:
+    """Section `section` of the micro profile loaded into `cls`, with `changes` replaced (validated once, as a whole)."""
+    params = from_dict(cls, copy.deepcopy(_micro()[section]), f"micro profile: {section}")
+    return dataclasses.replace(params, **changes) if changes else params
