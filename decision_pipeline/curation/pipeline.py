@@ -33,6 +33,7 @@ from decision_pipeline.curation.selection import (
 )
 
 SELECTIONS = ("curated", "filtered_random", "random")
+DEPTH_COUNTS = ("exact", "estimated")
 SCORES_SCHEMA = pa.schema([("id", pa.string()), ("drop_reason", pa.string()), ("scores_json", pa.string())])
 
 
@@ -42,13 +43,16 @@ class CurateParams:
     budget_tokens: int = rule(min=1, doc="tokens the selection must fill (pretraining trains on exactly this many)")
     mode: str = rule(choices=MODES, doc="selection rule over register scores (see curation.selection)")
     overfill: float = rule(gt=0.0, doc="list depth: each register's list holds budget x overfill / n_registers "
-                                       "estimated tokens (tokens mode: weight x budget x overfill); research 1.0-4.5")
+                                       "depth tokens (see depth_count; tokens mode: weight x budget x overfill); research 1.0-4.5")
     reserve: float = rule(min=0.0, doc="reserve tail never trained on, in budgets (research 2.5; the default CPU "
                                        "pool holds ~1.6 budgets of candidates, so 0.5)")
     registers: list[str] = rule(doc="target registers the classifier scores (dev registers)")
     filters: dict[str, Any] = rule(doc="hygiene filters {name: {param: value}} in run order; first failing one drops")
     minhash: MinhashParams = rule(doc="near-duplicate removal")
     classifier: ClassifierParams = rule(doc="register classifier")
+    depth_count: str = rule(choices=DEPTH_COUNTS, doc="what list depths count: exact = the real tokenizer's "
+                                                       "counts (no fallback at overfill >= 1); estimated = the "
+                                                       "research's chars/token estimate (calib_docs)")
     calib_docs: int = rule(min=1, doc="pool documents tokenized to calibrate characters per token")
     weights: dict[str, float] = rule(doc="tokens mode: per-register token quotas (sum 1); "
                                                                "{} = equal")
@@ -98,10 +102,13 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
     candidates = clean.kept if name == "random" else deduped.kept
     scores = score_docs(clf, candidates)
     texts = [d["text"] for d in candidates]
-    tokens = estimate_token_counts(texts, chars_per_token)  # orders and sizes the lists only
+    tokens = estimate_token_counts(texts, chars_per_token)
     exact = np.array([int(count_tokens(t)) for t in texts], dtype=np.int64)  # the budget is counted exactly
+    # every candidate is tokenized for the budget cut anyway, so by default the list depths count
+    # the same exact tokens: estimated depths hold a few % less than the budget and need fallback
+    depth_tokens = exact if p.depth_count == "exact" else tokens
     if name == "curated":
-        selection = select(candidates, scores, tokens, p.budget_tokens, p.registers, p.mode, p.overfill, p.reserve,
+        selection = select(candidates, scores, depth_tokens, p.budget_tokens, p.registers, p.mode, p.overfill, p.reserve,
                            weights=p.weights, exact_tokens=exact)
     else:
         selection = random_selection(candidates, exact, p.budget_tokens, make_rng(seed, "random_selection"),
@@ -141,7 +148,8 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
                "selected_chars_per_token": round(sel_chars / max(int(st["n_tokens"]), 1), 4),
                "reserve_tail_docs": st["tail_docs"], "reserve_tail_tokens": st["tail_tokens"],
                "reserve_tail_short": st["tail_short"], "fallback_docs": st["fallback_docs"],
-               "rule": {k: st.get(k) for k in ("mode", "overfill", "reserve", "weights")},
+               "rule": {**{k: st.get(k) for k in ("mode", "overfill", "reserve", "weights")},
+                        "depth_count": p.depth_count if name == "curated" else None},
                # the realised mix by the list that picked each document (random: by argmax)
                "register_mix": st.get("by_list") or st.get("argmax_mix", {}),
                "register_mix_by": "list" if "by_list" in st else "argmax",

@@ -1,6 +1,6 @@
 """Select scored documents into a fixed token budget: the curation research's fill rules.
 
-Every mode is a pure function of (scores, valid mask, estimated tokens, exact tokens, params)
+Every mode is a pure function of (scores, valid mask, depth tokens, exact tokens, params)
 and returns one *sequence* of document indices; the trainer takes ``ids[:n_budget_docs]``
 and the rest is the reserve tail it never reaches.
 
@@ -10,7 +10,9 @@ over the eligible (``valid``) documents only.
 
 Lists and ownership: register r (in ``registers`` order) walks its FULL ranking of all eligible
 documents by its own score r, skips documents an earlier register already owns (first-come
-ownership in register order), and takes documents until their ESTIMATED tokens reach its depth.
+ownership in register order), and takes documents until their depth tokens (``token_counts``:
+the research's chars/token estimate, or the exact counts when ``curate.depth_count: exact``)
+reach its depth.
 
 Modes:
 
@@ -28,7 +30,7 @@ Reserve: after the lists, each register continues down its full ranking (skippin
 already in the sequence), interleaved by the same schedule (pooled: the ranking continues).
 Reserve documents the budget needs are *fallback* (counted; 0 in a healthy run); the next
 reserve x budget tokens are the tail. The budget cut uses the EXACT token counts (the real
-tokenizer) - estimates only set list depths: ``ids[:n_budget_docs]`` has >= budget exact
+tokenizer) - ``token_counts`` only set list depths: ``ids[:n_budget_docs]`` has >= budget exact
 tokens and drops below it without its last document. A pool whose eligible documents cannot
 fill the budget even with the reserve -> ``PipelineError``; a short tail is flagged.
 """
@@ -240,7 +242,7 @@ def _stats(seq, lists, n_budget, tail_end, est, exact, q, registers, mode, budge
                      "own_docs": sum(ph == "own" for _, ph in mine),
                      "continuation_docs": sum(ph == "continuation" for _, ph in mine),
                      "reserve_used_docs": sum(ph == "reserve" for _, ph in mine),
-                     "list_docs": len(lists[r]), "list_tokens_est": int(sum(est[i] for i in lists[r])),
+                     "list_docs": len(lists[r]), "list_depth_tokens": int(sum(est[i] for i in lists[r])),
                      "exhausted": sum(ph != "reserve" for _, ph in mine) == len(lists[r])}
     tail = seq[n_budget:tail_end]
     tail_tokens = int(sum(exact[i] for i, _, _ in tail))

@@ -142,7 +142,7 @@ def curate_ablation(store: Store, out: Path) -> Path:
                 if r.get("fallback_docs"):
                     ax.annotate(f"{r['fallback_docs']} fallback", (r["overfill"], r["ppl_mean"]), fontsize=7,
                                 textcoords="offset points", xytext=(5, -10), color=color(i))
-        ax.set(xlabel="overfill (list depth = budget x overfill / registers, estimated tokens)",
+        ax.set(xlabel="overfill (list depth = budget x overfill / registers, in tokens)",
                ylabel="curated held-out perplexity", title="Curation ablation: list depth x fill mode "
                "(dvc exp run, pretrain@curated)")
         ax.grid(alpha=0.3)

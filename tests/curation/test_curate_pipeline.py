@@ -11,16 +11,18 @@ from decision_pipeline.curation.documents import REGISTERS, IngestParams, ingest
 from decision_pipeline.curation.pipeline import ClassifierParams, CurateParams, MinhashParams, curate
 from decision_pipeline.common.errors import PipelineError
 
+from tests.micro import micro_params
+
 from .conftest import FILTER_CONFIG
 
 
 def params(**overrides) -> CurateParams:
-    values = dict(budget_tokens=20_000, mode="docs", overfill=1.0, reserve=0.1, registers=list(REGISTERS),
-                  filters={k: dict(v) for k, v in FILTER_CONFIG.items()},
-                  minhash=MinhashParams(num_perm=64, bands=16, rows=4, ngram=5),
-                  classifier=ClassifierParams(n_buckets=4096, epochs=2, lr=2.0, l2=1e-5, n_background=40),
-                  calib_docs=50, weights={})
-    return CurateParams(**{**values, **overrides})
+    """The micro profile's curate section with what these tests depend on: a 20k budget over the planted pool,
+    the filters the reasons are checked against, a small fast classifier (#22: the rest lives in the profile)."""
+    values = dict(budget_tokens=20_000, mode="docs", overfill=1.0, reserve=0.1, depth_count="exact",
+                  registers=list(REGISTERS), filters={k: dict(v) for k, v in FILTER_CONFIG.items()},
+                  classifier=ClassifierParams(n_buckets=4096, epochs=2, lr=2.0, l2=1e-5, n_background=40))
+    return micro_params(CurateParams, "curate", **{**values, **overrides})
 
 
 def words(text: str) -> int:
@@ -72,17 +74,24 @@ def test_every_document_has_one_exact_reason(planted, dev, items, name):
     assert m["selected_tokens"] == sum(words(texts[i]) for i in trained) >= 20_000
     assert m["selected_tokens"] - words(texts[trained[-1]]) < 20_000
     assert m["selected_chars_per_token"] == round(sum(len(texts[i]) for i in trained) / m["selected_tokens"], 4)
-    # overfill 1.0 lists hold the budget in ESTIMATED tokens; exact counts can fall short (here by 1 doc)
-    assert m["fallback_docs"] == (sum(v["reserve_used_docs"] for v in m["register_mix"].values())
-                                  if name == "curated" else 0)
+    # exact depths at overfill 1.0: the lists hold the whole budget, so no reserve document is needed
+    assert m["fallback_docs"] == sum(v.get("reserve_used_docs", 0) for v in m["register_mix"].values()) == 0
+    assert m["rule"]["depth_count"] == ("exact" if name == "curated" else None)
     assert m["reserve_tail_tokens"] >= 2_000
     assert sum(v["docs"] for v in m["register_mix"].values()) == m["selected_docs"]
     assert m["register_mix_by"] == ("list" if name == "curated" else "argmax")
 
 
-def test_deeper_lists_need_no_fallback(planted, dev, items):
-    m = curate("curated", planted, dev, items, words, params(overfill=1.6), seed=3, provenance={}).metrics
-    assert m["fallback_docs"] == 0 and m["rule"]["overfill"] == 1.6
+def test_estimated_depths_fall_short_deeper_lists_do_not(planted, dev, items):
+    # the research's literal rule: depths in chars/token estimates. The planted pool's selection has more
+    # characters per "token" (word) than the calibration sample, so overfill 1.0 lists fall short
+    short = curate("curated", planted, dev, items, words, params(depth_count="estimated"), seed=3,
+                   provenance={}).metrics
+    assert short["fallback_docs"] > 0 and short["rule"]["depth_count"] == "estimated"
+    assert short["fallback_docs"] == sum(v["reserve_used_docs"] for v in short["register_mix"].values())
+    deep = curate("curated", planted, dev, items, words, params(depth_count="estimated", overfill=1.6), seed=3,
+                  provenance={}).metrics
+    assert deep["fallback_docs"] == 0 and deep["rule"]["overfill"] == 1.6
 
 
 def test_same_inputs_same_selection(planted, dev, items):

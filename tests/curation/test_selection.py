@@ -43,9 +43,9 @@ VALID = np.array([True] * 11 + [False])
 ABC = ["A", "B", "C"]
 
 
-def _sel(budget, **kw):
+def _sel(budget, token_counts=TOK, **kw):
     args = {"mode": "docs", "overfill": 1.0, "reserve": 0.0, "valid": VALID, **kw}
-    return select(IDS, S, TOK, budget, ABC, **args)
+    return select(IDS, S, token_counts, budget, ABC, **args)
 
 
 def test_docs_first_come_conflict_round_robin_and_tail():
@@ -58,7 +58,7 @@ def test_docs_first_come_conflict_round_robin_and_tail():
     assert sel.n_budget_docs == 5 and st["n_tokens"] == 65 and st["fallback_docs"] == 0
     assert st["tail_docs"] == 3 and st["tail_tokens"] == 30 and not st["tail_short"]
     assert st["by_list"]["A"] == {"docs": 2, "tokens": 20, "own_docs": 1, "continuation_docs": 1,
-                                  "reserve_used_docs": 0, "list_docs": 2, "list_tokens_est": 20, "exhausted": True}
+                                  "reserve_used_docs": 0, "list_docs": 2, "list_depth_tokens": 20, "exhausted": True}
     assert st["by_list"]["C"]["docs"] == 1 and st["by_list"]["C"]["exhausted"]
     # by argmax d01 is B's; by the list that picked it, it is A's
     assert st["argmax_mix"] == {"A": {"docs": 1, "tokens": 10}, "B": {"docs": 3, "tokens": 30},
@@ -110,6 +110,18 @@ def test_budget_cut_uses_exact_tokens():
     sel = _sel(60, exact_tokens=exact)
     assert sel.ids == ["d00", "d04", "d07", "d01", "d05", "d02", "d06"]
     assert sel.stats["n_tokens"] == 65 and sel.stats["n_tokens_est"] == 85 and sel.stats["fallback_docs"] == 2
+
+
+def test_exact_depths_need_no_fallback():
+    # the same pool with depths counted in exact tokens (curate.depth_count: exact): d07 is 5 tokens, so C's
+    # depth of 20 takes d07 d08 d09 (25); A=[d00 d01], B=[d04 d05]. Round-robin d00 d04 d07 | d01 d05 d08 |
+    # d09: 65 >= 60 with no reserve document (the estimated-depth case above needed 2).
+    exact = TOK.copy()
+    exact[7] = 5
+    sel = _sel(60, token_counts=exact, exact_tokens=exact)
+    assert sel.ids == ["d00", "d04", "d07", "d01", "d05", "d08", "d09"]
+    assert sel.stats["fallback_docs"] == 0 and sel.stats["n_tokens"] == 65
+    assert sel.stats["by_list"]["C"]["list_depth_tokens"] == 25 and sel.stats["by_list"]["C"]["docs"] == 3
 
 
 def test_registers_claim_ties_in_order_and_id_ascending():
