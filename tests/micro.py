@@ -24,3 +24,13 @@ def micro_params(cls: type[T], section: str, **changes) -> T:
     """Section `section` of the micro profile loaded into `cls`, with `changes` replaced (validated once, as a whole)."""
     params = from_dict(cls, copy.deepcopy(_micro()[section]), f"micro profile: {section}")
     return dataclasses.replace(params, **changes) if changes else params
+
+
+def tiny_pretrain_params(**changes):
+    """The micro profile's pretrain section shrunk to a 16-wide one-layer model on 16-token sequences, fp32, one
+    thread and no mid-run saves: what the pretraining library tests (lm, curation seed order) run in seconds."""
+    from decision_pipeline.lm.model import TinyModelSpec
+    from decision_pipeline.lm.training import PretrainParams
+    values = dict(model=TinyModelSpec(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32, max_positions=128),
+                  seq_len=16, batch_size=4, warmup_steps=1, bf16=False, threads=1, save_steps=0)
+    return micro_params(PretrainParams, "pretrain", **{**values, **changes})

@@ -24,14 +24,8 @@ def test_equal_weight_ppl_hand_computed():
 
 
 def _params(**kw):
-    from decision_pipeline.lm.launch import LaunchParams
-    from decision_pipeline.lm.model import TinyModelSpec
-    from decision_pipeline.lm.training import PretrainParams
-    values = dict(model=TinyModelSpec(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32, max_positions=128),
-                  seq_len=16, batch_size=4, lr=3e-3, warmup_steps=1, epochs=1, bf16=False, threads=1, seeds=2,
-                  save_steps=0, launch=LaunchParams(config="configs/accelerate/ddp.yaml", num_processes=1),
-                  noise="both")
-    return PretrainParams(**{**values, **kw})
+    from tests.micro import tiny_pretrain_params
+    return tiny_pretrain_params(**kw)
 
 
 def test_noise_modes_separate_init_and_order(tiny, questions):

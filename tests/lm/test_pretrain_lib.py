@@ -8,22 +8,18 @@ import torch
 
 from decision_pipeline.common.errors import PipelineError
 
-from decision_pipeline.lm.launch import LaunchParams
 from decision_pipeline.questions.schema import LABELS
 from decision_pipeline.lm.bpe import TokenizerParams, load_tokenizer, train_pipeline_tokenizer
 from decision_pipeline.lm.model import TinyModelSpec
 from decision_pipeline.lm.training import PretrainParams, encode_dev, pretrain
+from tests.micro import tiny_pretrain_params
 
 torch.set_num_threads(1)
 
 
 def params(**overrides) -> PretrainParams:
-    values = dict(model=TinyModelSpec(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
-                                      max_positions=128),
-                  seq_len=16, batch_size=4, lr=3e-3, warmup_steps=1, epochs=1, bf16=False, threads=1,
-                  seeds=2, save_steps=0, launch=LaunchParams(config="configs/accelerate/ddp.yaml", num_processes=1),
-                  noise="both")
-    return PretrainParams(**{**values, **overrides})
+    """Tiny pretraining params from the micro profile (#22): lr, epochs, seeds 2, noise, launch live there."""
+    return tiny_pretrain_params(**overrides)
 
 
 @pytest.fixture(scope="module")

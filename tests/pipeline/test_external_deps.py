@@ -8,7 +8,6 @@ track an empty path), which the params loader reads as ''.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +17,7 @@ from decision_pipeline.common.codedeps import pipeline_stages
 from decision_pipeline.common.params import NO_PATH, load_section
 from decision_pipeline.decision.item_splits import ItemsParams
 
-sys.path.insert(0, str(Path(__file__).parent))
-from repo_copy import ROOT, copy_repo, run  # noqa: E402
+from tests.pipeline.repo_copy import ROOT, copy_repo, run
 from decision_pipeline.common.profiles import merged_profile, profile_names
 
 # stage -> the params keys naming its external inputs

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Callable
 
@@ -37,8 +36,7 @@ from decision_pipeline.curation.documents import DEV_SCHEMA, POOL_SCHEMA
 from decision_pipeline.decision.item_splits import ItemsParams, build_items
 from decision_pipeline.questions.schema import QUESTION_SCHEMA
 
-sys.path.insert(0, str(Path(__file__).parent))
-from kill_helpers import Forker, complete_lines, gone, jsonl_lines, kill_points, spawned_children  # noqa: E402
+from tests.pipeline.kill_helpers import Forker, complete_lines, gone, jsonl_lines, kill_points, spawned_children
 from decision_pipeline.common.profiles import merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -294,8 +292,7 @@ def _rl_result(log: Path) -> dict:
 
 
 def test_rl_killed_at_three_rollout_points_resumes_to_the_same_adapter(forker, toy_model_dir, tmp_path):
-    sys.path.insert(0, str(ROOT / "tests" / "decision"))
-    import rl_helpers  # the forker imports the same file as tests.decision.rl_helpers
+    from tests.decision import rl_helpers  # the module the forker preloads (PRELOAD)
     ref = tmp_path / "ref"
     rc, _ = forker.run("tests.decision.rl_helpers:run", [toy_model_dir, str(ref), RL_STEPS], tmp_path / "ref.log")
     assert rc == 0, (tmp_path / "ref.log").read_text()[-2000:]

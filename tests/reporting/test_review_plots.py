@@ -21,8 +21,7 @@ from matplotlib.figure import Figure
 from decision_pipeline.reporting import review_plots
 from decision_pipeline.reporting.review_plots import moving_average, parse_spec, render_page, series, window
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline"))
-from repo_copy import run  # noqa: E402
+from tests.pipeline.repo_copy import run
 
 WS, MAIN = "#945dd6", "#13adc7"     # DVC's colours for the first two revisions
 
