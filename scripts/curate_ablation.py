@@ -20,10 +20,11 @@ import json
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
 from itertools import product
 from pathlib import Path
 from typing import Any
+
+from decision_pipeline.reporting.experiments import baselines, exp_show, experiments, file_data
 
 OVERFILLS = (1.0, 1.6, 2.2, 3.2, 4.5)   # the research's depths
 MODES = ("docs", "tokens", "pooled")
@@ -44,45 +45,15 @@ PPL = "metrics/pretrain/curated.json"
 CURATE = "metrics/curate/curated.json"
 
 
-def _experiments(obj: Any) -> Iterator[dict]:
-    """Every experiment record in `dvc exp show --json` output (a nested list/dict tree)."""
-    if isinstance(obj, dict):
-        if isinstance(obj.get("name"), str) and isinstance(obj.get("data"), dict) and "params" in obj["data"]:
-            yield obj
-        for v in obj.values():
-            yield from _experiments(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _experiments(v)
-
-
-def _file_data(data: dict, kind: str, path: str) -> dict:
-    return ((data.get(kind) or {}).get(path) or {}).get("data") or {}
-
-
-def baselines() -> list[str]:
-    """The commits experiments were run from (refs/exps/<2 hex>/<rest of the sha>/<name>): a queued grid
-    keeps its baseline when main moves on, and `dvc exp show` lists only HEAD's by default."""
-    refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)", "refs/exps"], check=True,
-                          capture_output=True, text=True).stdout.split()
-    parts = [r.split("/") for r in refs]
-    return sorted({p[2] + p[3] for p in parts if len(p) == 5 and len(p[2] + p[3]) == 40})
-
-
-def _exp_show(rev: str) -> Any:
-    return json.loads(subprocess.run(["dvc", "exp", "show", "--json", "--rev", rev], check=True,
-                                     capture_output=True, text=True).stdout)
-
-
 def collect(show: Any, prefix: str = "curate-") -> dict:
     """The results table: one row per grid experiment (mode, overfill, held-out ppl over seeds, fallback)."""
     rows = []
-    for exp in _experiments(show):
+    for exp in experiments(show):
         if not exp["name"].startswith(prefix):
             continue
-        curate = _file_data(exp["data"], "params", "params.yaml").get("curate", {})
-        seeds = _file_data(exp["data"], "metrics", PPL).get("seeds") or {}
-        cur = _file_data(exp["data"], "metrics", CURATE)
+        curate = file_data(exp["data"], "params", "params.yaml").get("curate", {})
+        seeds = file_data(exp["data"], "metrics", PPL).get("seeds") or {}
+        cur = file_data(exp["data"], "metrics", CURATE)
         if "ppl_mean" not in seeds:
             continue                               # queued, failed or still running: no result to table
         rows.append({"experiment": exp["name"], "mode": curate.get("mode"), "overfill": curate.get("overfill"),
@@ -107,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="metrics/curate_ablation.json")
     args = ap.parse_args(argv)
     if args.collect:
-        table = collect([_exp_show(rev) for rev in baselines()])
+        table = collect([exp_show(rev) for rev in baselines()])
         Path(args.out).write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
         print(f"{args.out}: {len(table['rows'])} experiments")
         return 0

@@ -20,6 +20,8 @@ Where a metric's noise comes from (first rule that applies):
    noise of a share of n items, what an item bootstrap would give.
 6. repeat runs: a per-seed list `seeds.X` gives `seeds.X_mean` and the first seed's `heldout.X` its
    half-range (max - min) / 2.
+7. reseed noise: any other metric gets its half-range over whole-chain reruns under other
+   `base.seed`s (`metrics/noise_reseed.json`, reporting/reseed_noise.py), when one was measured.
 A CI bound (`ci_low`, `ci_high`, `p2_5`, `p97_5`; summary `_ci_low/_ci_high/_noise/_noise_floor`; a seeds
 block's `X_min/X_max/X_halfrange`) is the noise of the metric beside it, shown in that metric's row, not a
 row of its own.
@@ -44,6 +46,7 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.reporting import review_plots
 from decision_pipeline.reporting.registry import Headline, halfwidth_from_summary
+from decision_pipeline.reporting.reseed_noise import NOISE_FILE
 from decision_pipeline.reporting.sections import SECTIONS
 from decision_pipeline.reporting.sources import lookup
 
@@ -134,6 +137,8 @@ def noise_index(metrics: dict[str, Any], headlines: tuple[Headline, ...] | None 
         headlines = tuple(h for sec in SECTIONS for h in sec.headlines)
     index: dict[tuple[str, str], float] = {}
     for path, data in metrics.items():
+        if path == NOISE_FILE:
+            continue
         flat = _flatten(data)
         parents: dict[str, dict[str, Any]] = {}
         for key, value in flat.items():
@@ -178,7 +183,31 @@ def noise_index(metrics: dict[str, Any], headlines: tuple[Headline, ...] | None 
         if hw is not None:
             for key in h.keys:
                 index[(h.file, key)] = hw
+    reseed = (metrics.get(NOISE_FILE) or {}).get("halfrange") or {}
+    for path, keys in reseed.items():
+        for key, hw in keys.items():
+            if path in metrics and _num(hw) is not None:
+                index.setdefault((path, key), float(hw))
     return index
+
+
+def coverage(metrics: dict[str, Any], index: dict[tuple[str, str], float]) -> dict[str, Any]:
+    """Every numeric metric leaf (not a CI bound) sorted into: with noise, deterministic by construction, none."""
+    out: dict[str, Any] = {"metrics": 0, "with_noise": 0, "deterministic": 0, "none": []}
+    for path, data in sorted(metrics.items()):
+        if path == NOISE_FILE:
+            continue
+        for key, value in _flatten(data).items():
+            if _num(value) is None or is_bound(path, key):
+                continue
+            out["metrics"] += 1
+            if (path, key) in index:
+                out["with_noise"] += 1
+            elif key.rpartition(".")[2] in DETERMINISTIC:
+                out["deterministic"] += 1
+            else:
+                out["none"].append(f"{path}:{key}")
+    return out
 
 
 def verdict(change: float | None, hw: float | None, key: str = "") -> str:
@@ -291,14 +320,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", default="main", help="git revision to compare the workspace with")
     ap.add_argument("--out", default="review", help="folder for review.md and the plots diff")
     ap.add_argument("--no-plots", action="store_true", help="skip the offline `dvc plots diff` page")
+    ap.add_argument("--coverage", action="store_true",
+                    help="list the workspace's metrics that have neither a noise nor a deterministic label, then stop")
     args = ap.parse_args(argv)
     try:
+        if args.coverage:
+            shown = json.loads(_run(["dvc", "metrics", "show", "--json"]) or "{}")
+            files = sorted({p for rev in shown.values() for p in (rev.get("data") or {})} | {NOISE_FILE})
+            metrics_now = _metrics_at(files, None)
+            cov = coverage(metrics_now, noise_index(metrics_now))
+            print("\n".join(cov["none"]))
+            print(f"[review] {cov['metrics']} metrics: {cov['with_noise']} with recorded noise, "
+                  f"{cov['deterministic']} deterministic by construction, {len(cov['none'])} with neither")
+            return 0 if not cov["none"] else 1
         if subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.base}^{{commit}}"],
                           capture_output=True).returncode != 0:
             raise PipelineError(f"--base {args.base}: not a commit in this repository; fetch it or name another")
         params = json.loads(_run(["dvc", "params", "diff", args.base, "--json"]) or "{}")
         metrics = json.loads(_run(["dvc", "metrics", "diff", args.base, "--json"]) or "{}")
-        files = sorted(set(metrics) | {SUMMARY} | {h.file for s in SECTIONS for h in s.headlines}
+        files = sorted(set(metrics) | {SUMMARY, NOISE_FILE} | {h.file for s in SECTIONS for h in s.headlines}
                        | {h.noise_file for s in SECTIONS for h in s.headlines if h.noise_file})
         old, new = noise_index(_metrics_at(files, args.base)), noise_index(_metrics_at(files, None))
         plots = None
