@@ -8,7 +8,7 @@ STAMP   := .venv/.installed
 # dvc.yaml commands call `python`: the venv's must come first on PATH
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: install run profile check test bench gpu-params clean-venv s3-local report review review-ui review-export preflight memory-plan gpu-install cohort
+.PHONY: install run profile check test bench gpu-params clean-venv s3-local report review noise review-ui review-export preflight memory-plan gpu-install cohort
 
 $(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml
 	python3.11 -m venv .venv || python3 -m venv .venv
@@ -52,6 +52,13 @@ report: $(STAMP)
 BASE ?= main
 review: $(STAMP)
 	$(PY) -m decision_pipeline.reporting.review --base $(BASE) --out review
+
+# The review's fallback noise: the whole chain rerun under 2 other base.seeds as DVC experiments
+# (~15 min each on 2 cores), each metric's half-range -> metrics/noise_reseed.json (reporting/reseed_noise.py)
+noise: $(STAMP)
+	$(PY) -m decision_pipeline.reporting.reseed_noise --queue
+	$(DVC) exp run --run-all --jobs 1
+	$(PY) -m decision_pipeline.reporting.reseed_noise --collect
 
 # Borda cohort: copy this run's base/SFT/RL S1MB model folders into configs/s1mb_cohort (then point
 # s1mb.cohort_dir at it); the reference scorers (uniform, label prior, majority) rank in every run anyway

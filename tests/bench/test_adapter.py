@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from s1mb_helpers import criterion, dataset_row, decision_row, definition, mixed_row, target_row
+from tests.bench.s1mb_helpers import criterion, dataset_row, decision_row, definition, mixed_row, target_row
 
 from decision_pipeline.bench import adapter
 from decision_pipeline.bench.adapter import (

@@ -1,6 +1,6 @@
 """Task scores, Task Avg (§6) and Borda (§7) on hand-sized cohorts."""
 import pytest
-from s1mb_helpers import definition
+from tests.bench.s1mb_helpers import definition
 
 from decision_pipeline.bench.s1mb import (
     BenchmarkScore, borda, category_tasks, display, generalization_subset, leaderboard, task_avg,

@@ -1,6 +1,6 @@
 """Choice metrics (spec §4.2): argmax ties, soft targets, F_id / F_pos baselines."""
 import pytest
-from s1mb_helpers import choice, split
+from tests.bench.s1mb_helpers import choice, split
 
 from decision_pipeline.bench.s1mb import METRIC_KEYS, score_decisions
 

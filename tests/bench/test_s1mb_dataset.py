@@ -4,7 +4,7 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from s1mb_helpers import criterion, dataset_row, decision_row, definition, mixed_row, target_row
+from tests.bench.s1mb_helpers import criterion, dataset_row, decision_row, definition, mixed_row, target_row
 
 from decision_pipeline.bench.s1mb import (
     S1MBError, benchmark_decisions, case_from_row, cases_for_benchmark, dump_benchmark,

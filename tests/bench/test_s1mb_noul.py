@@ -1,6 +1,6 @@
 """Noul metrics (spec §4.1, §5 worked example), checked against hand-computed numbers."""
 import pytest
-from s1mb_helpers import noul, split
+from tests.bench.s1mb_helpers import noul, split
 
 from decision_pipeline.bench.s1mb import METRIC_KEYS, score_decisions
 

@@ -4,7 +4,7 @@ import json
 import lzma
 
 import pytest
-from s1mb_helpers import definition, mixed_row
+from tests.bench.s1mb_helpers import definition, mixed_row
 
 from decision_pipeline.bench.s1mb import (
     METRIC_KEYS, Prediction, S1MBError, build_result, case_from_row, cohort_scores, leaderboard,

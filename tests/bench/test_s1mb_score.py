@@ -3,7 +3,7 @@ import math
 import statistics
 
 import pytest
-from s1mb_helpers import score, split
+from tests.bench.s1mb_helpers import score, split
 
 from decision_pipeline.bench.s1mb import METRIC_KEYS, score_decisions
 

@@ -2,7 +2,7 @@
 import math
 
 import pytest
-from s1mb_helpers import choice, noul, split
+from tests.bench.s1mb_helpers import choice, noul, split
 
 from decision_pipeline.bench.s1mb import Decision, Prediction, S1MBError, parse_prediction, score_decisions
 from decision_pipeline.common.errors import PipelineError

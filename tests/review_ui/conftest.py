@@ -1,22 +1,13 @@
 """Review UI fixtures: a review store with a dozen reflections, the app over it, and a
-signed-in test client per reviewer. Also makes ``review_helpers`` importable (the
-project runs pytest with --import-mode=importlib, which keeps test folders off sys.path)."""
+signed-in test client per reviewer (the shared builders are plain functions in tests.review_ui.review_helpers)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from flask.testing import FlaskClient
 
-_HERE = str(Path(__file__).resolve().parent)
-if _HERE not in sys.path:
-    sys.path.append(_HERE)
-
-from flask.testing import FlaskClient  # noqa: E402
-from review_helpers import CHARTER, add_accounts, csrf, login, make_annotations  # noqa: E402
-
-from decision_pipeline.charter import store  # noqa: E402
-from decision_pipeline.review_ui.app import UIConfig, create_app  # noqa: E402
+from decision_pipeline.charter import store
+from decision_pipeline.review_ui.app import UIConfig, create_app
+from tests.review_ui.review_helpers import CHARTER, add_accounts, csrf, login, make_annotations
 
 
 @pytest.fixture()

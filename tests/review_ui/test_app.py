@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from review_helpers import add_accounts, filled_form, login, make_annotations, rows, url
+from tests.review_ui.review_helpers import add_accounts, filled_form, login, make_annotations, rows, url
 
 from decision_pipeline.review_ui import queries
 

@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from review_helpers import CHARTER, ROOT, make_annotations, rows, url
+from tests.review_ui.review_helpers import CHARTER, ROOT, make_annotations, rows, url
 
 from decision_pipeline.charter import store
 from decision_pipeline.charter.rubric import DIMENSIONS, VOICES

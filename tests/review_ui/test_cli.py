@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from review_helpers import filled_form, make_annotations, rows, url
+from tests.review_ui.review_helpers import filled_form, make_annotations, rows, url
 
 from decision_pipeline.charter import store
 from decision_pipeline.charter.rubric import DIMENSIONS, VOICES

@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from review_helpers import filled_form, make_annotations, url
+from tests.review_ui.review_helpers import filled_form, make_annotations, url
 
 from decision_pipeline.charter.annotate import AgreementParams, agreement, build_reviews
 from decision_pipeline.charter.checks import split_voices

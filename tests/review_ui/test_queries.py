@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from review_helpers import filled_form
+from tests.review_ui.review_helpers import filled_form
 
 from decision_pipeline.charter import store
 from decision_pipeline.charter.rubric import DIMENSIONS, VOICES

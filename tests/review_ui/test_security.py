@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from flask.testing import FlaskClient
-from review_helpers import CHARTER, filled_form, login, rows, url
+from tests.review_ui.review_helpers import CHARTER, filled_form, login, rows, url
 
 from decision_pipeline.review_ui import queries
 from decision_pipeline.review_ui.app import UIConfig, create_app
@@ -41,7 +41,7 @@ def test_sign_in_never_redirects_to_another_host(app):
 
 
 def _secret(app, name):
-    from review_helpers import SECRETS
+    from tests.review_ui.review_helpers import SECRETS
     return SECRETS[app.config["STORE_PATH"]][name]
 
 
