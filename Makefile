@@ -72,6 +72,7 @@ test: $(STAMP)
 # bench_sampling uses models/base when `dvc repro` has built it, else a tiny model it builds itself
 bench: $(STAMP)
 	$(PY) perf/bench_curation.py
+	$(PY) perf/bench_autocast.py
 	$(PY) perf/bench_s1mb.py
 	$(PY) perf/bench_sampling.py $(if $(wildcard models/base/config.json),--model models/base)
 
