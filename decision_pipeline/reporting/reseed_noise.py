@@ -14,7 +14,8 @@ would this number have moved if nothing but chance had changed?
 Runs: the baseline commit's own metrics (its `base.seed`) and every experiment named `reseed-<seed>`
 run from it whose params differ from the baseline's in `base.seed` only. With 3 runs a half-range
 is a rough spread, not a CI: the review uses it only for a metric with no noise of its own.
-A key present in some runs only (a count of a drop reason that did not occur) gets no half-range.
+A key present in some runs only gets no half-range, unless it is an entry of a count table that a
+run leaves out because it is 0 (a drop reason that did not occur): then it counts as 0 there.
 """
 from __future__ import annotations
 
@@ -48,17 +49,45 @@ def flatten_numbers(obj: Any, prefix: str = "") -> dict[str, float]:
     return {}
 
 
+def _count_missing_as_zero(flats: Sequence[dict[str, float]], key: str) -> list[float] | None:
+    """The key's value in every run, a missing entry of a count table read as 0; None if not a count.
+
+    Count tables (drop reasons, flags, per-reason tallies) are Counters that leave out zero
+    entries: a key missing from a run whose table exists is a count of 0, not an unknown.
+    """
+    parent = key.rpartition(".")[0] + "."
+    values = []
+    for flat in flats:
+        if key in flat:
+            if not float(flat[key]).is_integer():
+                return None
+            values.append(flat[key])
+        elif parent != "." and any(k.startswith(parent) for k in flat):
+            values.append(0.0)
+        else:
+            return None
+    return values
+
+
 def halfranges(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """{metrics file: {key: (max - min) / 2}} over the runs ({file: parsed JSON} each), keys numeric in all."""
+    """{metrics file: {key: (max - min) / 2}} over the runs ({file: parsed JSON} each).
+
+    A key counts when it is numeric in every run, or when it is an entry of a count table that some
+    runs leave out because it is 0 (`_count_missing_as_zero`).
+    """
     if len(runs) < 2:
         raise PipelineError(f"reseed noise: {len(runs)} run(s); need the baseline and >= 1 reseeded experiment "
                             "(python -m decision_pipeline.reporting.reseed_noise --queue, then dvc exp run --run-all)")
     out: dict[str, dict[str, float]] = {}
     for path in sorted(set.intersection(*(set(r) for r in runs))):
         flats = [flatten_numbers(r[path]) for r in runs]
-        keys = set.intersection(*(set(f) for f in flats))
-        out[path] = {k: float(f"{(max(f[k] for f in flats) - min(f[k] for f in flats)) / 2:.6g}")
-                     for k in sorted(keys)}
+        keys = set.union(*(set(f) for f in flats))
+        spread = {}
+        for k in sorted(keys):
+            values = [f[k] for f in flats] if all(k in f for f in flats) else _count_missing_as_zero(flats, k)
+            if values is not None:
+                spread[k] = float(f"{(max(values) - min(values)) / 2:.6g}")
+        out[path] = spread
     return out
 
 

@@ -17,6 +17,10 @@ def test_halfranges_hand_computed():
             {EV: {"x": 2, "b": {"y": 2.0}, "z": 7}}]
     # x: (4 - 1) / 2; y never moved; z is missing from one run, strings and booleans are not metrics
     assert halfranges(runs) == {EV: {"b.y": 0.0, "x": 1.5}}
+    # a count table leaves out zero entries: "lookup" missing from run 1 is a count of 0 there
+    counts = [{EV: {"drops": {"loop": 10, "lookup": 4}, "mean": {"a": 0.5}}},
+              {EV: {"drops": {"loop": 12}, "mean": {"a": 0.7, "b": 0.1}}}]
+    assert halfranges(counts) == {EV: {"drops.lookup": 2.0, "drops.loop": 1.0, "mean.a": 0.1}}
     with pytest.raises(PipelineError, match="need the baseline and >= 1 reseeded experiment"):
         halfranges(runs[:1])
 
