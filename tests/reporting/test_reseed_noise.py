@@ -67,3 +67,17 @@ def test_review_uses_reseed_noise_only_where_nothing_else_applies():
                                                         ("temperature", "no recorded noise")]
     cov = coverage(m, idx)
     assert (cov["metrics"], cov["with_noise"], cov["deterministic"]) == (5, 2, 2) and cov["none"] == [f"{EV}:temperature"]
+
+
+def test_committed_metrics_all_have_noise_or_are_deterministic():
+    """The review of any change to the committed run can read every metric against a noise (#25.5)."""
+    import json
+    import subprocess
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(["python", "-m", "decision_pipeline.reporting.review", "--coverage"], cwd=root,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " 0 with neither" in proc.stdout.strip().splitlines()[-1]
+    noise = json.loads((root / NOISE_FILE).read_text())
+    assert noise["runs"] >= 2 and len(set(noise["seeds"])) == noise["runs"]
