@@ -54,7 +54,7 @@ review: $(STAMP)
 	$(PY) -m decision_pipeline.reporting.review --base $(BASE) --out review
 
 # The review's fallback noise: the whole chain rerun under 2 other base.seeds as DVC experiments
-# (~15 min each on 2 cores), each metric's half-range -> metrics/noise_reseed.json (reporting/reseed_noise.py)
+# (~45 min each on 2 cores, measured 2026-12-03), each metric's half-range -> metrics/noise_reseed.json (reporting/reseed_noise.py)
 noise: $(STAMP)
 	$(PY) -m decision_pipeline.reporting.reseed_noise --queue
 	$(DVC) exp run --run-all --jobs 1

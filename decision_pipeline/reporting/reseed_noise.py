@@ -8,11 +8,11 @@ judge verdict) and taking each number's half-range (max - min) / 2 measures what
 would this number have moved if nothing but chance had changed?
 
     python -m decision_pipeline.reporting.reseed_noise --queue      # dvc exp run --queue -S base.seed=S
-    dvc exp run --run-all --jobs 1                                  # the whole chain per seed (~15 min, 2 cores)
+    dvc exp run --run-all --jobs 1                                  # the whole chain per seed (~45 min, 2 cores)
     python -m decision_pipeline.reporting.reseed_noise --collect    # -> metrics/noise_reseed.json
 
 Runs: the baseline commit's own metrics (its `base.seed`) and every experiment named `reseed-<seed>`
-run from it whose params differ from the baseline's in `base.seed` only. With 3 runs a half-range
+run from it whose params differ from the baseline's in `base.seed` only. With 2-3 runs a half-range
 is a rough spread, not a CI: the review uses it only for a metric with no noise of its own.
 A key present in some runs only gets no half-range, unless it is an entry of a count table that a
 run leaves out because it is 0 (a drop reason that did not occur): then it counts as 0 there.
