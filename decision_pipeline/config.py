@@ -62,24 +62,47 @@ MAX_ERRORS_PER_SECTION = 20
 
 
 def apply_sets(data: dict, sets: list[str], path: str | Path) -> dict:
-    """`a.b.c=value` overrides (the `dvc exp run -S` syntax; values read as YAML) applied to a copy."""
-    import copy
+    """`a.b.c=value` overrides applied exactly as `dvc exp run -S` applies them: DVC's own
+    `apply_overrides` (Hydra's grammar, DVC's YAML writer) on a scratch copy, read back as YAML 1.2,
+    so `-S sft.lr=5e-5` here checks the very value (`5e-05`, a float) the experiment's stages read."""
+    import tempfile
 
-    import yaml
+    from decision_pipeline.common.yamlio import load_yaml
 
-    out = copy.deepcopy(data)
+    if not sets:
+        return data
     for item in sets:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
+        key, sep, _ = item.partition("=")
+        if not sep or not key.strip():
             raise PipelineError(f"--set {item!r}: expected key.path=value (as dvc exp run -S takes it)")
-        node = out
-        *parents, last = key.split(".")
-        for part in parents:
-            if not isinstance(node.get(part), dict):
-                raise PipelineError(f"{path}: --set {key}: '{part}' is not a section or mapping of params.yaml")
-            node = node[part]
-        node[last] = yaml.safe_load(raw)
-    return out
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp) / "params.yaml"
+        scratch.write_text(_dump_plain(data), encoding="utf-8")
+        _dvc_apply_overrides(scratch, sets, path)
+        return load_yaml(scratch.read_text(encoding="utf-8"), str(path))
+
+
+def _dump_plain(data: dict) -> str:
+    from decision_pipeline.common.profiles import dump
+
+    return dump(data)
+
+
+def _dvc_apply_overrides(scratch: Path, sets: list[str], path: str | Path) -> None:
+    """DVC's `-S` code path; its refusal (bad Hydra syntax, a key under a non-mapping) as one line."""
+    from dvc.exceptions import DvcException
+    from dvc.utils.hydra import apply_overrides
+
+    try:
+        apply_overrides(scratch, list(sets))
+    except DvcException as exc:
+        cause = exc.__cause__
+        detail = " ".join(str(cause or exc).split())[:300]
+        raise PipelineError(f"{path}: --set {' '.join(sets)}: {detail}; write KEY=VALUE as dvc exp run -S "
+                            "takes it (quote lists: SET='items.families=[keyword,count]')") from None
+    except Exception as exc:  # Hydra/OmegaConf raise their own types for some inputs
+        detail = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise PipelineError(f"{path}: --set {' '.join(sets)}: {detail}") from None
 
 
 def _key_of(message: str, prefix: str) -> str | None:

@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from decision_pipeline.charter.charter import Charter, check_citations
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.yamlio import load_yaml
 
 PASTE_WORDS = 8
 PLACEHOLDERS = ("charter", "document", "reflection", "safety_score")
@@ -70,10 +70,7 @@ def parse_prompt(text: str, charter: Charter, source: str, kind: str = "reflecti
     m = _FRONT.match(text)
     if not m:
         raise PipelineError(f"{source}: missing front matter; start the file with '---\\nversion: 1\\n---'")
-    try:
-        meta = yaml.safe_load(m.group(1)) or {}
-    except yaml.YAMLError:
-        raise PipelineError(f"{source}: front matter is not valid YAML") from None
+    meta = load_yaml(m.group(1), f"{source}: front matter") or {}
     version = meta.get("version") if isinstance(meta, dict) else None
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise PipelineError(f"{source}: front matter needs 'version: N' (an integer >= 1), got {version!r}")

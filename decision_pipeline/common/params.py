@@ -19,9 +19,9 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.gitindex import forget_index_stat
+from decision_pipeline.common.yamlio import load_yaml
 
 T = TypeVar("T")
 PARAMS_FILE = "params.yaml"
@@ -62,15 +62,12 @@ def read_params_file(path: str | Path = PARAMS_FILE) -> dict:
     path = Path(path)
     if not path.is_file():
         raise PipelineError(f"{path}: params file not found; run from the repository root or pass --params")
+    forget_index_stat(path)  # inside `dvc exp run`: keep git status truthful (common/gitindex.py)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise PipelineError(f"{path}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or type(exc).__name__
-        raise PipelineError(f"{path}{where}: not valid YAML ({' '.join(str(problem).split())})") from None
+    data = load_yaml(text, str(path))
     if not isinstance(data, dict):
         raise PipelineError(f"{path}: expected a mapping of sections at the top level")
     return data

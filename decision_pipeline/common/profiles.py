@@ -24,6 +24,8 @@ from pathlib import Path
 
 import yaml
 
+from decision_pipeline.common.yamlio import load_yaml
+
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.common.params import read_params_file
@@ -89,7 +91,7 @@ def committed_text(root: Path) -> str:
 
 
 def committed_params(root: Path) -> dict:
-    data = yaml.safe_load(committed_text(root))
+    data = load_yaml(committed_text(root), f"{root / PARAMS} (committed)")
     if not isinstance(data, dict):
         raise PipelineError(f"{root / PARAMS}: the committed file holds no mapping of sections")
     return data

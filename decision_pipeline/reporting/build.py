@@ -15,9 +15,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.yamlio import load_yaml
 from decision_pipeline.common.io import atomic_dir, write_bytes_atomic, write_json
 from decision_pipeline.reporting import pdf
 from decision_pipeline.reporting.registry import Fig, Row, Section, expected_pages, resolve, summary_entries
@@ -68,7 +67,7 @@ def run_digest(root: Path) -> str:
     lock = root / "dvc.lock"
     if not lock.is_file():
         return "unlocked (no dvc.lock)"
-    stages = (yaml.safe_load(lock.read_text()) or {}).get("stages", {})
+    stages = (load_yaml(lock.read_text(encoding="utf-8"), str(lock)) or {}).get("stages", {})
     upstream = {name: entry for name, entry in stages.items() if name != "report"}
     digest = hashlib.sha256(json.dumps(upstream, sort_keys=True).encode()).hexdigest()[:16]
     return f"sha256:{digest} ({len(upstream)} stages in dvc.lock)"
@@ -76,7 +75,7 @@ def run_digest(root: Path) -> str:
 
 def run_meta(root: Path, params_path: Path) -> pdf.Meta:
     text = params_path.read_bytes()
-    profile = (yaml.safe_load(text) or {}).get("base", {}).get("profile", "unknown")
+    profile = (load_yaml(text, "params.yaml") or {}).get("base", {}).get("profile", "unknown")
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     when = (dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).strftime("%Y-%m-%d %H:%M") if epoch
             else "not stamped (set SOURCE_DATE_EPOCH)")
@@ -85,7 +84,7 @@ def run_meta(root: Path, params_path: Path) -> pdf.Meta:
 
 def stage_lines(dvc_yaml: Path, params: dict) -> list[str]:
     """One line per dvc.yaml stage (foreach expanded to name@item) with its description."""
-    stages = (yaml.safe_load(dvc_yaml.read_text()) or {}).get("stages", {})
+    stages = (load_yaml(dvc_yaml.read_text(encoding="utf-8"), str(dvc_yaml)) or {}).get("stages", {})
     lines = []
     for name, st in stages.items():
         body = st.get("do", st)
@@ -109,7 +108,7 @@ def items_key(expr: str) -> list[str]:
 def listings(root: Path, params_path: Path) -> list[tuple[str, list[str]]]:
     params_text = params_path.read_text(encoding="utf-8")
     dvc_yaml = root / "dvc.yaml"
-    stages = stage_lines(dvc_yaml, yaml.safe_load(params_text) or {}) if dvc_yaml.is_file() else ["(no dvc.yaml)"]
+    stages = stage_lines(dvc_yaml, load_yaml(params_text, "params.yaml") or {}) if dvc_yaml.is_file() else ["(no dvc.yaml)"]
     return [(f"Appendix A: params used ({params_path.name})", params_text.splitlines()),
             ("Appendix B: stages (dvc.yaml)", stages)]
 

@@ -24,10 +24,9 @@ import sqlite3
 import sys
 from pathlib import Path
 
-import yaml
-
 from decision_pipeline.charter import store
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.yamlio import load_yaml
 from decision_pipeline.review_ui import queries
 from decision_pipeline.review_ui.app import config_from_env, create_app
 
@@ -39,7 +38,7 @@ def export_path(params: str = "params.yaml") -> str:
     """reviews.import_path from params.yaml: the file the `reviews` stage imports."""
     p = Path(params)
     if p.is_file():
-        section = (yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("reviews") or {}
+        section = (load_yaml(p.read_text(encoding="utf-8"), str(p)) or {}).get("reviews") or {}
         if section.get("import_path"):
             return str(section["import_path"])
     return DEFAULT_EXPORT
