@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
         from decision_pipeline.common.errors import PipelineError
         raise PipelineError(f"{args.params}: curate.minhash is missing; the held-out set's near-duplicate test uses it")
     minhash = from_dict(MinhashParams, raw["curate"]["minhash"], f"{args.params}: curate.minhash")
-    pool, dev, heldout, metrics = ingest(p, load_base(args.params).seed, minhash)
+    pool, dev, heldout, metrics = ingest(p, load_base(args.params).seed + p.seed_offset, minhash)
     write_table(args.out_pool, pool, POOL_SCHEMA)
     write_table(args.out_dev, dev, DEV_SCHEMA)
     write_table(args.out_heldout, heldout, DEV_SCHEMA)

@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     started = time.time()
     params = load_section(ItemsParams, "items", args.params)
-    rows, metrics = build_items(params, load_base(args.params).seed)
+    rows, metrics = build_items(params, load_base(args.params).seed + params.seed_offset)
     write_table(args.out, rows, QUESTION_SCHEMA)
     write_json(args.metrics, metrics)
     summary("items", started, n_items=metrics["n_items"], **metrics["splits"],

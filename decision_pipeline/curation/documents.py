@@ -63,6 +63,8 @@ class IngestParams:
                                   "stage); configs/external/none = generate")
     external_dev: str = rule(external=True, doc="JSONL/Parquet dev file with id, text, register (a dep of the stage); "
                                  "configs/external/none = generate")
+    seed_offset: int = rule(min=0, doc="added to base.seed for the generated documents alone: a noise study "
+                            "regenerates the data with it (reporting/noise_study.py, source data)")
 
 
 def _safety(group: str, d: Draw) -> int:

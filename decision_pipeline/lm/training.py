@@ -48,9 +48,13 @@ class PretrainParams:
                                       "resumes; 0 = no checkpoints")
     launch: LaunchParams = rule(run_control=True, doc="training processes (DDP: each takes an equal share of every batch) and the "
                                     "accelerate config that starts them")
-    noise: str = rule(choices=("both", "order", "init"), doc="what seeds >= 1 vary: both (init and order), order "
-                      "(fixed init; document and window order) or init (fixed order) - the same in every arm, so "
-                      "arms pair by seed")
+    noise: str = rule(choices=("both", "order", "init"), doc="what differs between seeds: both (init and order), "
+                      "order (fixed init; document and window order) or init (fixed order); every seed, 0 included, "
+                      "trains on a seeded shuffle of its selection, the same policy in every arm, so arms pair by seed")
+    init_offset: int = rule(min=0, doc="added to every seed's init seed: a noise study varies the "
+                            "initialisation alone with it (reporting/noise_study.py, source pretrain_init)")
+    order_offset: int = rule(min=0, doc="added to every seed's order seed: a noise study varies the "
+                             "document and window order alone with it (source pretrain_order)")
 
     def __post_init__(self) -> None:
         if self.batch_size % self.launch.num_processes:
@@ -280,16 +284,25 @@ def seed_order(n_docs: int, n_budget_docs: int | None, seed: int, k: int) -> lis
     return [*make_rng(seed, "reorder", k).permutation(nb).tolist(), *range(nb, n_docs)]
 
 
+def seed_plan(p: PretrainParams, seed: int, k: int) -> dict[str, int]:
+    """Seed k's seeds: `init` initialises the model, `order` shuffles the documents (`seed_order`) and
+    the windows. Seed 0 is treated like every other seed (a shuffle, never the selection's own order,
+    which differs between arms: register round-robin for curated, random for the baselines), and
+    `noise` says which of the two moves between seeds."""
+    return {"init": seed + p.init_offset + (k if p.noise != "order" else 0),
+            "order": seed + p.order_offset + (k if p.noise != "init" else 0)}
+
+
 def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], tok: PreTrainedTokenizerBase,
              p: PretrainParams, budget: int, seed: int,
              work_dir: str | Path | None = None,
              n_budget_docs: int | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
     """Train on selection `name` over `p.seeds` seeds; (seed-0 model, its loss log, metrics).
 
-    Seed k initialises with `seed + k` and, for k >= 1, packs the documents in a seeded
-    re-ordering (which also changes the window order): every selection gets the same
-    treatment, so the arms compare as mean and range over seeds, not as one lucky run.
-    `heldout` in the metrics is the seed-0 model (the one saved and used downstream).
+    Seed k packs the documents in the seeded order `seed_plan(p, seed, k)["order"]` and initialises
+    with its `init` seed, in every arm alike, so the arms compare as mean and range over paired seeds,
+    not as one lucky run. `heldout` in the metrics is the seed-0 model (the one saved and used
+    downstream); `seeds.plan` records every seed's init and order seeds.
     With `work_dir` each seed checkpoints there (`seed-<k>.pt`) and a rerun resumes.
     """
     docs_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
@@ -298,19 +311,21 @@ def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], t
     def ckpt(k: int) -> StepCheckpoint | None:
         return None if work_dir is None else StepCheckpoint(Path(work_dir) / f"seed-{k}.pt", p.save_steps)
 
-    model, log, report = train_and_eval(docs_ids, heldout, tok, p, budget, seed, f"pretrain {name}", ckpt(0))
+    def run(k: int) -> tuple[PreTrainedModel, list[dict], dict]:
+        plan = seed_plan(p, seed, k)
+        order = seed_order(len(docs_ids), n_budget_docs, plan["order"], 0)
+        if k:
+            info("pretrain", f"{name}: seed {k + 1}/{p.seeds} (varies {p.noise})")
+        return train_and_eval([docs_ids[i] for i in order], heldout, tok, p, budget, plan["order"],
+                              f"pretrain {name}" + (f" seed {k + 1}" if k else ""), ckpt(k), init_seed=plan["init"])
+
+    model, log, report = run(0)
     metrics = {"heldout": report, "params": count_params(model), "train": {
         "tokens": budget, "steps": len(log), "final_loss": log[-1]["loss"],
         "tokens_per_second": round(log[-1]["tokens"] / max(log[-1]["seconds"], 1e-9), 1)}}
-    reports = [report]
-    for k in range(1, p.seeds):
-        order = list(range(len(docs_ids))) if p.noise == "init" else seed_order(len(docs_ids), n_budget_docs, seed, k)
-        info("pretrain", f"{name}: seed {k + 1}/{p.seeds} (varies {p.noise})")
-        _, _, r = train_and_eval([docs_ids[i] for i in order], heldout, tok, p, budget,
-                                 seed if p.noise == "init" else seed + k, f"{name} seed {k + 1}", ckpt(k),
-                                 init_seed=seed if p.noise == "order" else seed + k)
-        reports.append(r)
-    metrics["seeds"] = seed_spread(reports)
+    reports = [report] + [run(k)[2] for k in range(1, p.seeds)]
+    metrics["seeds"] = {**seed_spread(reports), "noise": p.noise, "order_policy": "seeded shuffle, every seed",
+                        "plan": [seed_plan(p, seed, k) for k in range(p.seeds)]}
     return model, log, metrics
 
 

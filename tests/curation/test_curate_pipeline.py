@@ -117,7 +117,7 @@ MINHASH = MinhashParams(num_perm=64, bands=16, rows=4, ngram=5)
 def test_ingest_pool_dev_and_heldout_are_disjoint_and_counted():
     p = IngestParams(n_docs=120, noise_fraction=0.25, dev_per_register=3, heldout_per_register=4, heldout_fraction=0.5,
                      dev_registers=["news", "qa", "reasoning"], register_weights={"news": 1.0, "reasoning": 1.0},
-                     external_pool="", external_dev="")
+                     external_pool="", external_dev="", seed_offset=0)
     pool, dev, heldout, metrics = ingest(p, seed=5, minhash=MINHASH)
     assert len(pool) == metrics["pool_docs"] == 120 and len(dev) == metrics["dev_docs"] == 9
     assert metrics["dev_registers"] == {"news": 3, "qa": 3, "reasoning": 3}

@@ -28,8 +28,19 @@ def _params(**kw):
     return tiny_pretrain_params(**kw)
 
 
-def test_noise_modes_separate_init_and_order(tiny, questions):
-    """Seed 1 under `init` = fixed order with init seed+1; under `order` = reordered with init seed."""
+def test_seed_plan_hand_computed():
+    """Seed k's init and order seeds per noise mode, offsets added to every seed (0 included)."""
+    from decision_pipeline.lm.training import seed_plan
+    p = _params(noise="both", init_offset=10, order_offset=100)
+    assert [seed_plan(p, 3, k) for k in (0, 2)] == [{"init": 13, "order": 103}, {"init": 15, "order": 105}]
+    assert seed_plan(_params(noise="init"), 3, 2) == {"init": 5, "order": 3}
+    assert seed_plan(_params(noise="order"), 3, 2) == {"init": 3, "order": 5}
+
+
+def test_every_seed_zero_included_trains_on_a_seeded_shuffle(tiny, questions):
+    """Seed 0 is not the selection's own order (which differs between arms): it is the shuffle of its
+    order seed, like every other seed. Seed 1 under `init` = the same order with init seed+1; under
+    `order` = another order with the same init."""
     import torch
 
     from decision_pipeline.lm.training import encode_dev, pretrain, train_and_eval
@@ -39,11 +50,15 @@ def test_noise_modes_separate_init_and_order(tiny, questions):
     dev_rows = [{"text": q["question"], "register": r} for q, r in zip(questions[40:46], ["a", "b"] * 3)]
     ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     dev = encode_dev(tok, dev_rows)
-    for noise in ("init", "order"):
+
+    def ref(order_seed: int, init_seed: int) -> float:
+        order = seed_order(len(ids), 30, order_seed, 0)
+        return train_and_eval([ids[i] for i in order], dev, tok, _params(), 256, order_seed, "ref",
+                              init_seed=init_seed)[2]["ppl"]
+
+    seed0 = ref(3, 3)
+    assert seed0 != train_and_eval(ids, dev, tok, _params(), 256, 3, "selection order", init_seed=3)[2]["ppl"]
+    for noise, seed1 in (("init", ref(3, 4)), ("order", ref(4, 3))):
         _, _, m = pretrain("curated", texts, dev_rows, tok, _params(noise=noise), budget=256, seed=3, n_budget_docs=30)
-        if noise == "init":
-            ref = train_and_eval(ids, dev, tok, _params(), 256, 3, "ref", init_seed=4)[2]
-        else:
-            order = seed_order(len(ids), 30, 3, 1)
-            ref = train_and_eval([ids[i] for i in order], dev, tok, _params(), 256, 4, "ref", init_seed=3)[2]
-        assert m["seeds"]["ppl"][1] == ref["ppl"], noise
+        assert m["seeds"]["ppl"][:2] == [seed0, seed1], noise
+        assert m["seeds"]["noise"] == noise and len(m["seeds"]["plan"]) == m["seeds"]["n"]
