@@ -8,7 +8,7 @@ STAMP   := .venv/.installed
 # dvc.yaml commands call `python`: the venv's must come first on PATH
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: install run profile check test bench gpu-params clean-venv s3-local report review noise review-ui review-export preflight memory-plan gpu-install cohort
+.PHONY: install run profile check test bench gpu-params clean-venv s3-local report review noise review-ui review-export preflight memory-plan gpu-install cohort dag
 
 $(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml
 	python3.11 -m venv .venv || python3 -m venv .venv
@@ -41,6 +41,11 @@ profile: $(STAMP)
 # typed loader, all errors at once, in seconds: before any stage works
 check: $(STAMP)
 	$(PY) -m decision_pipeline.config check $(foreach s,$(SET),--set $(s))
+
+# The pipeline as a picture a person can read: one box per stage family -> docs/dag.png, with the
+# stage/edge list and digest it was drawn from in docs/dag.json (a test says when dvc.yaml moved on)
+dag: $(STAMP)
+	$(PY) -m decision_pipeline.reporting.dag --out docs/dag.png --record docs/dag.json
 
 # The report alone (seconds; reads only metrics/ and plots/)
 report: $(STAMP)
