@@ -9,6 +9,9 @@ File format: a front-matter block ``---\\nversion: N\\n---`` then the template, 
 must contain ``{charter}`` and may contain ``{document}``, ``{reflection}``,
 ``{safety_score}``. Pasted charter text (any run of PASTE_WORDS consecutive words of a
 section body) is rejected, as is a citation to a section the charter lacks.
+
+Encoding: UTF-8 without a byte-order mark (the rule of common/textfile.py); a BOM, UTF-16 or a
+byte that is not UTF-8 is named as such instead of surfacing as "missing front matter".
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from pathlib import Path
 
 from decision_pipeline.charter.charter import Charter, check_citations
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.textfile import SAVE_AS, read_text
 from decision_pipeline.common.yamlio import load_yaml
 
 PASTE_WORDS = 8
@@ -67,8 +71,12 @@ def pasted_charter_text(template: str, charter: Charter) -> str | None:
 
 def parse_prompt(text: str, charter: Charter, source: str, kind: str = "reflection") -> Prompt:
     """Check and parse prompt text (see module docstring); errors name `source`."""
+    if text.startswith("\ufeff"):
+        raise PipelineError(f"{source}: starts with a byte-order mark (UTF-8 BOM); {SAVE_AS}")
     m = _FRONT.match(text)
     if not m:
+        if text.startswith("---\r\n"):
+            raise PipelineError(f"{source}: has Windows line endings (CRLF); save it with LF line endings")
         raise PipelineError(f"{source}: missing front matter; start the file with '---\\nversion: 1\\n---'")
     meta = load_yaml(m.group(1), f"{source}: front matter") or {}
     version = meta.get("version") if isinstance(meta, dict) else None
@@ -99,6 +107,5 @@ def parse_prompt(text: str, charter: Charter, source: str, kind: str = "reflecti
 def load_prompt(path: str | Path, charter: Charter, kind: str = "reflection") -> Prompt:
     """Read and check a prompt file of `kind` (reflection or judge: see REQUIRED)."""
     p = Path(path)
-    if not p.is_file():
-        raise PipelineError(f"{p}: prompt file not found; fix the prompt path in params")
-    return parse_prompt(p.read_text(encoding="utf-8"), charter, str(p), kind)
+    text = read_text(p, missing="prompt file not found; fix the prompt path in params")
+    return parse_prompt(text, charter, str(p), kind)

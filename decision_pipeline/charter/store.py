@@ -15,7 +15,13 @@ Records (JSONL, one object a line, ``kind`` says which):
 ``created_at`` is ISO-8601; comments on a review form its thread. Reference rule
 (``reference_verdicts``): a thread that carries a verdict overrides its review.
 
-Public API: open_store, add_annotations, annotations, get_annotation, add_review,
+Reviewer names are stored in one canonical form (``normalise_reviewer``: NFKC, trimmed,
+case-folded, [a-z0-9_-], 1-40 characters), the web app's rule, applied on every write, so an
+imported ``Ada `` and ``ada`` are one reviewer (one review per annotation, one voice in kappa).
+An import file is UTF-8 without a byte-order mark (common/textfile.py): a BOM or UTF-16 is named
+instead of reported as malformed JSON on line 1.
+
+Public API: normalise_reviewer, open_store, add_annotations, annotations, get_annotation, add_review,
 add_comment, reviews, comments, validate_records, read_records, import_jsonl,
 export_records, export_jsonl, reference_verdicts, effective_verdict,
 record_correlations, correlations.
@@ -23,7 +29,9 @@ record_correlations, correlations.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
+import unicodedata
 from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +40,7 @@ from typing import Iterable, Mapping
 from decision_pipeline.charter.rubric import VERDICTS, validate_scores
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import iter_jsonl, write_jsonl
+from decision_pipeline.common.textfile import check_head
 
 SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -62,6 +71,41 @@ ANNOTATION_FIELDS = ("id", "doc_id", "candidate", "prompt_version", "split", "sa
                      "document", "reflection")
 REVIEW_FIELDS = ("kind", "id", "annotation_id", "reviewer", "scores", "verdict", "notes", "created_at")
 COMMENT_FIELDS = ("kind", "id", "review_id", "reviewer", "verdict", "body", "created_at")
+MAX_REVIEWER_NAME = 40
+REVIEWER_NAME_RULE = re.compile(r"[a-z0-9][a-z0-9_-]{0,%d}" % (MAX_REVIEWER_NAME - 1))
+
+
+def normalise_reviewer(raw: object) -> str:
+    """The canonical reviewer name (NFKC, trimmed, case-folded: "Ada " is "ada"), or a PipelineError
+    saying what names may hold. One rule for the web app's sign-in and the import: a look-alike
+    or a differently cased name would otherwise count as a second reviewer."""
+    text = unicodedata.normalize("NFKC", raw if isinstance(raw, str) else "").strip().casefold()
+    if not text:
+        raise PipelineError("reviewer name is empty; give the reviewer's name")
+    if len(text) > MAX_REVIEWER_NAME:
+        raise PipelineError(f"reviewer name is {len(text)} characters; use at most {MAX_REVIEWER_NAME}")
+    if not REVIEWER_NAME_RULE.fullmatch(text):
+        raise PipelineError(f"reviewer name {raw!r}: names use only a-z, 0-9, '-' and '_' "
+                            "(no spaces or look-alike letters)")
+    return text
+
+
+def _canonical_or_raw(name: str) -> str:
+    """A stored name in canonical form where it has one (stores written before the rule may hold 'Ada')."""
+    try:
+        return normalise_reviewer(name)
+    except PipelineError:
+        return name
+
+
+def _reviewer(rec: Mapping, where: str) -> str:
+    raw = rec.get("reviewer")
+    if not isinstance(raw, str) or not raw.strip():
+        raise PipelineError(f"{where}: 'reviewer' must be a non-empty string, got {raw!r}")
+    try:
+        return normalise_reviewer(raw)
+    except PipelineError as exc:
+        raise PipelineError(f"{where}: {exc}") from None
 
 
 # ------------------------------------------------------------------ opening
@@ -162,7 +206,7 @@ def validate_review(rec: Mapping, where: str) -> dict:
     if verdict not in VERDICTS:
         raise PipelineError(f"{where}: verdict must be accept or reject, got {verdict!r}")
     return {"kind": "review", "id": _text(rec, "id", where), "annotation_id": _text(rec, "annotation_id", where),
-            "reviewer": _text(rec, "reviewer", where), "scores": validate_scores(rec.get("scores"), where),
+            "reviewer": _reviewer(rec, where), "scores": validate_scores(rec.get("scores"), where),
             "verdict": verdict, "notes": _text(rec, "notes", where, empty_ok=True),
             "created_at": _timestamp(rec, where)}
 
@@ -176,7 +220,7 @@ def validate_comment(rec: Mapping, where: str) -> dict:
     if verdict is not None and verdict not in VERDICTS:
         raise PipelineError(f"{where}: comment verdict must be accept, reject or null, got {verdict!r}")
     return {"kind": "comment", "id": _text(rec, "id", where), "review_id": _text(rec, "review_id", where),
-            "reviewer": _text(rec, "reviewer", where), "verdict": verdict,
+            "reviewer": _reviewer(rec, where), "verdict": verdict,
             "body": _text(rec, "body", where, empty_ok=True), "created_at": _timestamp(rec, where)}
 
 
@@ -192,8 +236,8 @@ def validate_records(records: Iterable[tuple[str, Mapping]], known_annotations: 
     """
     existing_reviews = dict(existing_reviews or {})   # review id -> (annotation_id, reviewer)
     seen_comments = set(existing_comments or ())
-    pairs = {v: k for k, v in existing_reviews.items()}
-    revs, coms = [], []
+    pairs = {(a, _canonical_or_raw(r)): k for k, (a, r) in existing_reviews.items()}  # a store from before
+    revs, coms, comment_at = [], [], []
     for where, rec in records:
         kind = rec.get("kind") if isinstance(rec, Mapping) else None
         if kind == "review":
@@ -203,7 +247,8 @@ def validate_records(records: Iterable[tuple[str, Mapping]], known_annotations: 
             pair = (r["annotation_id"], r["reviewer"])
             if pair in pairs:
                 raise PipelineError(f"{where}: duplicate review: '{r['reviewer']}' already reviewed "
-                                    f"'{r['annotation_id']}' (review '{pairs[pair]}')")
+                                    f"'{r['annotation_id']}' (review '{pairs[pair]}'; names are compared trimmed "
+                                    "and case-folded, as the review app does)")
             if known_annotations is not None and r["annotation_id"] not in known_annotations:
                 raise PipelineError(f"{where}: review '{r['id']}' is of unknown annotation '{r['annotation_id']}'")
             existing_reviews[r["id"]], pairs[pair] = pair, r["id"]
@@ -214,11 +259,13 @@ def validate_records(records: Iterable[tuple[str, Mapping]], known_annotations: 
                 raise PipelineError(f"{where}: duplicate comment id '{c['id']}'")
             seen_comments.add(c["id"])
             coms.append(c)
+            comment_at.append(where)
         else:
             raise PipelineError(f"{where}: 'kind' must be review or comment, got {kind!r}")
-    for c in coms:
+    for where, c in zip(comment_at, coms):  # after the loop: a comment may precede its review in a file
         if c["review_id"] not in existing_reviews:
-            raise PipelineError(f"comment '{c['id']}': its review '{c['review_id']}' does not exist")
+            raise PipelineError(f"{where}: comment '{c['id']}' is on review '{c['review_id']}', which is neither "
+                                "in this file nor in the store; fix review_id or add that review")
     return revs, coms
 
 
@@ -227,6 +274,7 @@ def read_records(path: str | Path) -> list[tuple[str, dict]]:
     p = Path(path)
     if not p.is_file():
         raise PipelineError(f"{p}: review records file not found")
+    check_head(p)
     return [(f"{p}:{ln}", rec) for ln, rec in iter_jsonl(p)]
 
 

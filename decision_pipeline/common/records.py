@@ -6,6 +6,9 @@ traceback, `"level": 1e30` an overflow in pyarrow, an object as `question` its `
 silent NaN downstream, and a misspelt `tagret` was ignored, so the soft target it carried was
 lost without a word. Each reader declares what a record may hold; anything else names the
 file, line and field, and the stage exits 2 before it writes anything.
+
+Encoding: a text input is UTF-8 without a byte-order mark (common/textfile.py); `input_file`
+refuses a BOM or UTF-16 naming it, where the JSON reader would call line 1 "malformed".
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.textfile import check_head
 
 MAX_TEXT_CHARS = 100_000  # a question or document beyond this is a paste accident, not a record
 
@@ -111,6 +115,8 @@ def input_file(path: str | Path, key: str) -> Path:
     if path.stat().st_size == 0:
         raise PipelineError(f"{path}: file is empty; {key} must name a file with records, "
                             "or configs/external/none for none")
+    if path.suffix != ".parquet":  # a binary table; everything else is read as text
+        check_head(path)
     return path
 
 

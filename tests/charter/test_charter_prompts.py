@@ -76,3 +76,33 @@ def test_prompt_kind_requires_its_placeholders(charter, kind, body, expect):
 def test_project_judge_prompts_pass_the_judge_kind(charter):
     for name in ("judge", "judge_v2"):
         assert load_prompt(f"configs/prompts/{name}.md", charter, kind="judge").version >= 1
+
+
+GOOD = "---\nversion: 1\n---\n{charter}\nReflect on {document}.\n"
+
+
+@pytest.mark.parametrize("data, named", [
+    (b"\xef\xbb\xbf" + GOOD.encode(), "is UTF-8 with a byte-order mark (BOM); save it as UTF-8 without"),
+    (b"\xff\xfe" + GOOD.encode("utf-16-le"), "is UTF-16 (little-endian) with a byte-order mark; save it as UTF-8"),
+    (b"\xfe\xff" + GOOD.encode("utf-16-be"), "is UTF-16 (big-endian) with a byte-order mark"),
+    (GOOD.encode("utf-16-le"), "is UTF-16 (little-endian) text; save it as UTF-8"),
+    (GOOD.encode("utf-32"), "is UTF-32 (little-endian) with a byte-order mark"),
+    (GOOD.replace("Reflect", "R\xe9flect").encode("latin-1"), "line 5, byte 2 (0xe9) is not UTF-8"),
+    (GOOD.replace("\n", "\r\n").encode(), "has Windows line endings (CRLF)"),
+], ids=["utf8-bom", "utf16le-bom", "utf16be-bom", "utf16-no-bom", "utf32", "latin1", "crlf"])
+def test_a_prompt_saved_by_another_editor_is_named_for_what_it_is(charter, tmp_path, data, named):
+    path = tmp_path / "p.md"
+    path.write_bytes(data)
+    with pytest.raises(PipelineError) as err:
+        load_prompt(path, charter)
+    assert str(err.value).startswith(f"{path}: ") and named in str(err.value)
+    assert "front matter" not in str(err.value)
+    path.write_text(GOOD)
+    assert load_prompt(path, charter).version == 1  # the same text saved as UTF-8 loads
+
+
+def test_a_missing_or_directory_prompt_path_is_one_line(charter, tmp_path):
+    with pytest.raises(PipelineError, match="prompt file not found; fix the prompt path"):
+        load_prompt(tmp_path / "nope.md", charter)
+    with pytest.raises(PipelineError, match="is a directory"):
+        load_prompt(tmp_path, charter)

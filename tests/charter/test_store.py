@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pytest
@@ -71,7 +72,10 @@ def test_import_then_export_round_trip(conn, tmp_path):
     (review("r9", "a0", "ada"), r"in.jsonl:3: duplicate review: 'ada' already reviewed 'a0'"),
     (review("r9", "a1", ""), r"in.jsonl:3: 'reviewer' must be a non-empty string"),
     (review("r9", "zz", "eve"), r"unknown annotation 'zz'"),
-    (comment("c9", "nope", "eve", "accept", "2026-01-02T00:00:00"), r"its review 'nope' does not exist"),
+    (comment("c9", "nope", "eve", "accept", "2026-01-02T00:00:00"),
+     r"in.jsonl:3: comment 'c9' is on review 'nope', which is neither in this file nor in the store"),
+    (review("r9", "a0", "Ada "), r"in.jsonl:3: duplicate review: 'ada' already reviewed 'a0'"),
+    (review("r9", "a1", "Ada Lovelace"), r"in.jsonl:3: reviewer name 'Ada Lovelace': names use only a-z"),
 ])
 def test_bad_record_is_a_clear_error_and_nothing_is_written(conn, tmp_path, bad, match):
     good = [review("r1", "a0", "ada"), review("r2", "a2", "ben")]
@@ -102,3 +106,44 @@ def test_ui_helpers_add_review_comment_and_correlations(conn):
                                       "concordance": 0.8, "created_at": "2026-01-05T00:00:00"}])
     assert store.correlations(conn)[0]["kappa"] == 0.5
     assert store.get_annotation(conn, "a3")["split"] == "validation"
+
+
+def test_import_counts_ada_and_ada_space_as_one_reviewer(conn, tmp_path):
+    """The import normalises names as the review app does: 'Ada ' and 'ada' are one reviewer, stored as 'ada'."""
+    rows = [review("r1", "a0", "Ada "), review("r2", "a1", "ada"), comment("c1", "r1", "\uff22en", None,
+                                                                        "2026-01-02T00:00:00")]
+    assert store.import_jsonl(conn, write(tmp_path / "in.jsonl", rows)) == (2, 1)
+    assert {r["reviewer"] for r in store.reviews(conn)} == {"ada"}
+    assert store.comments(conn)[0]["reviewer"] == "ben"  # a full-width letter is NFKC-folded
+
+
+def test_a_name_stored_before_the_rule_still_blocks_a_second_review(conn, tmp_path):
+    conn.execute("INSERT INTO reviews VALUES ('old', 'a0', 'Ada', ?, 'accept', '', '2026-01-01T00:00:00')",
+                 (json.dumps(SCORES),))
+    with pytest.raises(PipelineError, match="duplicate review: 'ada' already reviewed 'a0' \\(review 'old'"):
+        store.import_jsonl(conn, write(tmp_path / "in.jsonl", [review("r1", "a0", "ada")]))
+
+
+@pytest.mark.parametrize("name", ["ada", "Ada ", " ADA", "\uff21da", "ada_2", "a-b", "", " ", "Ada Lovelace",
+                                  "\u0430da", "x" * 41, "x" * 40, "ß", "İ"])
+def test_the_store_and_the_review_app_agree_on_every_name(name):
+    """One rule for both (the app signs people in by it, the import counts reviewers by it)."""
+    from decision_pipeline.review_ui.security import normalise_name
+
+    def outcome(fn):
+        try:
+            return fn(name)
+        except PipelineError:
+            return "refused"
+    assert outcome(store.normalise_reviewer) == outcome(normalise_name)
+
+
+@pytest.mark.parametrize("head, named", [(b"\xef\xbb\xbf", "UTF-8 with a byte-order mark (BOM)"),
+                                         (b"\xff\xfe", "UTF-16 (little-endian) with a byte-order mark")])
+def test_an_import_saved_with_a_bom_names_it(conn, tmp_path, head, named):
+    path = tmp_path / "in.jsonl"
+    text = json.dumps(review("r1", "a0", "ada")) + "\n"
+    path.write_bytes(head + text.encode("utf-16-le" if head == b"\xff\xfe" else "utf-8"))
+    with pytest.raises(PipelineError, match=f"in.jsonl: is {re.escape(named)}; save it as UTF-8 without a byte-order mark"):
+        store.import_jsonl(conn, path)
+    assert conn.execute("SELECT count(*) FROM reviews").fetchone()[0] == 0
