@@ -75,7 +75,7 @@ def run_digest(root: Path) -> str:
 
 def run_meta(root: Path, params_path: Path) -> pdf.Meta:
     text = params_path.read_bytes()
-    profile = (load_yaml(text, "params.yaml") or {}).get("base", {}).get("profile", "unknown")
+    profile = (load_yaml(text.decode("utf-8", "replace"), str(params_path)) or {}).get("base", {}).get("profile", "unknown")
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     when = (dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).strftime("%Y-%m-%d %H:%M") if epoch
             else "not stamped (set SOURCE_DATE_EPOCH)")
