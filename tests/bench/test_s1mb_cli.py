@@ -2,6 +2,7 @@
 then the two passes of ``metrics`` (fast column-wise, strict per-line) compared in-process."""
 import gc
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -140,6 +141,44 @@ def test_aggregate_bad_input_exits_2(tmp_path, text, problem):
 def test_missing_file_is_a_one_line_error(tmp_path):
     done = cli("metrics", tmp_path / "absent.jsonl")
     assert done.returncode == 2 and "cannot read" in done.stderr and done.stderr.count("\n") == 1
+
+
+def _good_text() -> str:
+    return "".join(json.dumps(noul_line(f"c{i}", i % 2, 0.5)) + "\n" for i in range(4))
+
+
+@pytest.mark.parametrize("data, problem", [
+    (lambda t: t.encode().replace(b'"c2"', b'"c\xff2"'), ":3: byte 65 of the line (0xff) is not UTF-8; save the file as UTF-8"),
+    (lambda t: t.encode().replace(b'"c1"', b'"c\xe91"'), ":2: byte 65 of the line (0xe9) is not UTF-8"),
+    (lambda t: b"\xef\xbb\xbf" + t.encode(), ": is UTF-8 with a byte-order mark (BOM); save it as UTF-8 without"),
+    (lambda t: b"\xff\xfe" + t.encode("utf-16-le"), ": is UTF-16 (little-endian) with a byte-order mark"),
+    (lambda t: t.encode("utf-16-le"), ": is UTF-16 (little-endian) text; save it as UTF-8"),
+], ids=["byte-ff-line-3", "latin1-line-2", "utf8-bom", "utf16-bom", "utf16"])
+def test_metrics_on_a_file_that_is_not_utf8_is_one_line_naming_file_line_and_byte(tmp_path, data, problem):
+    path = tmp_path / "judgments.jsonl"
+    good = _good_text()
+    path.write_text(good)
+    assert cli("metrics", path).returncode == 0  # the same lines as UTF-8 are fine
+    path.write_bytes(data(good))
+    done = cli("metrics", path)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.startswith(f"{path}{problem}"), done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    located = re.match(r":(\d+): byte (\d+) ", problem)
+    if located:  # the byte named is the byte that is wrong
+        lineno, col = map(int, located.groups())
+        assert data(good).split(b"\n")[lineno - 1][col - 1] >= 0x80
+
+
+@pytest.mark.parametrize("data, problem", [
+    (b'{"m": {"b": {"task": "noul", "adjusted": 0.5}},\n "\xe9": {}}', "line 2, byte 3 (0xe9) is not UTF-8"),
+    (b'\xef\xbb\xbf{"m": {}}', "is UTF-8 with a byte-order mark (BOM)"),
+])
+def test_aggregate_on_a_file_that_is_not_utf8_names_line_and_byte(tmp_path, data, problem):
+    path = tmp_path / "table.json"
+    path.write_bytes(data)
+    done = cli("aggregate", path)
+    assert done.returncode == 2 and done.stderr.startswith(f"{path}: {problem}") and done.stderr.count("\n") == 1
 
 
 # The metrics command runs a fast column-wise pass and falls back to the strict per-line

@@ -4,7 +4,9 @@
 ``aggregate FILE.json``  ``{model: {benchmark: {task, adjusted, eligible?, complete?}}}``
                          -> ``{model: {task_avg, task_scores, borda}}`` (0-1 scale)
 
-Bad input prints one line (``FILE:LINE: what is wrong``) on stderr and exits 2.
+Bad input prints one line (``FILE:LINE: what is wrong``) on stderr and exits 2; a byte that
+is not UTF-8 names its line and byte, and a BOM or UTF-16 is named as such (common/textfile.py:
+S1MB files are UTF-8 without a byte-order mark).
 
 ``metrics`` reads a file twice only when it is bad: a fast pass (C-speed JSON with a
 duplicate-key hook, then column-wise checks over all lines, then the scoring library's
@@ -26,6 +28,8 @@ from itertools import chain, repeat
 from operator import is_not, itemgetter
 from pathlib import Path
 from typing import Any
+
+from decision_pipeline.common.textfile import SAVE_AS, encoding_problem
 
 from .aggregate import BenchmarkScore, leaderboard
 from .definitions import TASKS, safe_id
@@ -189,11 +193,19 @@ def _metrics_strict(path: str | Path) -> dict[str, dict[str, float | None]]:
     groups: dict[str, _Group] = {}
     seen: set[tuple[str, str, str]] = set()
     try:
-        stream = open(path, encoding="utf-8")
+        stream = open(path, "rb")  # decoded per line, so a bad byte names its line
     except OSError as err:
         raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
     with stream:
-        for number, line in enumerate(stream, 1):
+        problem = encoding_problem(stream.peek(4096)[:4096])
+        if problem:
+            raise InputError(f"{path}: {problem}; {SAVE_AS}")
+        for number, raw in enumerate(stream, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise InputError(f"{path}:{number}: byte {err.start + 1} of the line (0x{raw[err.start]:02x}) "
+                                 "is not UTF-8; save the file as UTF-8") from None
             if not line.strip():
                 continue
             try:

@@ -3,7 +3,8 @@
 Upstream rejects non-finite numbers and duplicate keys on read *and* write so a
 stored result can always be recomputed and compared to 1e-8. Python's ``json``
 accepts both by default (and ``1e999`` silently becomes ``inf``), hence the
-hooks below. ``.json.xz`` files are xz-compressed; writes are atomic.
+hooks below. ``.json.xz`` files are xz-compressed; writes are atomic. Text is UTF-8 without a
+byte-order mark (common/textfile.py): a BOM, UTF-16 or a bad byte is named with its line and byte.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from decision_pipeline.common.io import write_bytes_atomic
+from decision_pipeline.common.textfile import SAVE_AS, decode_problem, encoding_problem
 
 from .errors import S1MBError
 
@@ -87,10 +89,13 @@ def read_json(path: str | Path) -> Any:
             raise S1MBError("decompressed JSON exceeds 64 MiB", file=str(path))
         if not decoder.eof or decoder.unused_data:
             raise S1MBError("truncated xz stream or trailing data", file=str(path))
+    problem = encoding_problem(payload[:4096])
+    if problem:
+        raise S1MBError(f"{problem}; {SAVE_AS}", file=str(path))
     try:
         return loads_strict(payload.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise S1MBError("file is not UTF-8 text", file=str(path)) from None
+    except UnicodeDecodeError as err:
+        raise S1MBError(f"{decode_problem(payload, err)}; save the file as UTF-8", file=str(path)) from None
     except ValueError as err:
         raise S1MBError(str(err), file=str(path)) from None
 
