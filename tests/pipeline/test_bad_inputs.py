@@ -312,7 +312,7 @@ CASES: dict[str, Callable[[Path, Inputs], Case]] = {
     "params-splits-not-summing-to-1": lambda t, i: items_case(
         t, ("items.splits", "summing to 1"), {"items.splits.pool": 0.9}),
     "params-not-yaml": lambda t, i: items_case(
-        t, (".yaml:", ": not valid YAML (expected"), text=lambda y: y.replace("per_cell: 8", "per_cell: [8")),
+        t, (".yaml:", ": not valid YAML (did not find expected"), text=lambda y: y.replace("per_cell: 8", "per_cell: [8")),
     "params-typo-in-register-weights": lambda t, i: ingest_case(
         t, ("ingest.register_weights.forun: unknown key",), {"ingest.register_weights": {"forun": 0.6, "news": 0.4}}),
     "params-empty-dev-registers": lambda t, i: ingest_case(
