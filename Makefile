@@ -73,7 +73,7 @@ cohort: $(STAMP)
 test: $(STAMP)
 	PIPELINE_QUIET=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
-# Each script prints its ratios against a baseline timed in the same run (README "Performance");
+# Each script prints its ratios against a baseline timed in the same run (docs/performance.md);
 # bench_sampling uses models/base when `dvc repro` has built it, else a tiny model it builds itself
 bench: $(STAMP)
 	$(PY) perf/bench_curation.py
@@ -87,12 +87,12 @@ pull: $(STAMP)
 	$(PY) -m decision_pipeline.reporting.pull
 
 # A local S3-compatible server (moto, in memory) at the default remote's endpoint,
-# for trying `dvc push` / `dvc pull`; see README "Remote storage"
+# for trying `dvc push` / `dvc pull`; see docs/reliability.md "Remote storage"
 s3-local: $(STAMP)
 	$(PY) -m decision_pipeline.common.local_s3 --port 9000
 
 # The human review web app over the live review store (reviews/store.sqlite), on
-# http://127.0.0.1:8765/ (port: REVIEW_UI_PORT); see README "Human review". Then
+# http://127.0.0.1:8765/ (port: REVIEW_UI_PORT); see docs/review.md "Human review". Then
 # `make review-export` writes reviews/export.jsonl, the tracked file the pipeline imports.
 review-ui: $(STAMP)
 	$(PY) -m decision_pipeline.review_ui serve
