@@ -1,4 +1,5 @@
-"""Paired arm comparison over seeds: hand-computed differences, CI bounds and detectable difference."""
+"""Paired arm comparison over seeds: hand-computed differences, t-interval, detectable difference, and
+"detected" only from >= 5 paired seeds (common/verdict.py)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +8,8 @@ import math
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.curation.compare import Z_SUM_80, compare_arms, paired
+from decision_pipeline.common.verdict import seed_verdict
+from decision_pipeline.curation.compare import compare_arms, paired
 
 
 def _arm(ppl, eq=None):
@@ -16,12 +18,23 @@ def _arm(ppl, eq=None):
 
 def test_paired_hand_computed():
     r = paired(_arm([10.0, 12.0, 11.0]), _arm([12.0, 13.0, 14.0]), "ppl")
-    assert r["per_seed"] == [-2.0, -1.0, -3.0] and r["diff"] == -2.0 and r["n"] == 3
-    lo, hi = r["ci95"]
-    assert -3.0 <= lo <= hi <= -1.0 and r["detected"]          # every resample mean lies in [-3, -1]
-    assert r["mde80"] == round(Z_SUM_80 * 1.0 / math.sqrt(3), 4)  # sd of (-2, -1, -3) is 1
+    assert r["per_seed"] == [-2.0, -1.0, -3.0] and r["diff"] == -2.0 and r["n"] == 3 and r["sd"] == 1.0
+    # t(0.975, 2) = 4.3027: -2 +- 4.3027 / sqrt(3); mde80 = (4.3027 + t(0.8, 2) = 1.0607) / sqrt(3)
+    assert r["ci95"] == [round(-2 - 4.302653 / math.sqrt(3), 4), round(-2 + 4.302653 / math.sqrt(3), 4)]
+    assert r["mde80"] == round((4.302653 + 1.060660) / math.sqrt(3), 4)
+    assert r["verdict"] == "not tested" and not r["detected"]   # 3 seeds: no verdict, however clear the sign
     same = paired(_arm([10.0, 12.0]), _arm([11.0, 11.0]), "ppl")  # diffs -1, +1: no difference
     assert same["diff"] == 0.0 and not same["detected"]
+
+
+def test_verdict_needs_five_runs_an_interval_off_zero_and_a_difference_above_the_noise():
+    five = [-2.0, -1.0, -3.0, -2.0, -2.0]                          # mean -2, sd 0.7071
+    v = seed_verdict(five)
+    half = 2.776445 * math.sqrt(0.5) / math.sqrt(5)                # t(0.975, 4) sd / sqrt(n)
+    assert v["verdict"] == "detected" and v["detected"] and v["ci_low"] == round(-2 - half, 4)
+    assert seed_verdict(five, noise=2.5)["verdict"] == "not detected"   # |-2| does not exceed the noise 2.5
+    assert seed_verdict([-1.0, 1.0, -1.0, 1.0, 0.5])["reason"] == "the 95% interval includes 0"
+    assert seed_verdict(five[:4])["verdict"] == "not tested"
 
 
 def test_compare_arms_and_stage(tmp_path):
