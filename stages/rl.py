@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--metrics", required=True)
     ap.add_argument("--plots", required=True, help="directory for rounds.json and rounds.png")
     ap.add_argument("--timings", required=True, help="machine-dependent wall times (a cached output, not a metric)")
+    ap.add_argument("--live", help="DVCLive directory for the per-step training metrics (its own directory: a rerun empties it)")
     args = ap.parse_args(argv)
     started = time.time()
     p = load_section(RLParams, "rl", args.params)
@@ -63,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     fingerprint = fingerprint_parts(p, seed, questions, model_fingerprint(args.model),
                                     code_fingerprint(rl_trainer, rl_rewards))
     train_started = time.time()
-    peft_model, history, resumed_from = train_grpo(model, tok, questions, p, seed, args.work, fingerprint)
+    peft_model, history, resumed_from = train_grpo(model, tok, questions, p, seed, args.work, fingerprint,
+                                                   live_dir=args.live)
     train_seconds = time.time() - train_started
     finish()
     if peft_model is None:

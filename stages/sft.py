@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--metrics", required=True)
     ap.add_argument("--plots", required=True, help="directory for loss_parts.json and loss.png")
     ap.add_argument("--timings", required=True, help="machine-dependent throughput (a cached output, not a metric)")
+    ap.add_argument("--live", help="DVCLive directory for the per-step training metrics (its own directory: a rerun empties it)")
     args = ap.parse_args(argv)
     started = time.time()
     p = load_section(SFTParams, "sft", args.params)
@@ -52,7 +53,8 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(threads_per_process(p.threads))
     device = load_section(RuntimeParams, "runtime", args.params).device
     model, tok = load_model(args.base, device=device), load_tokenizer(args.base)
-    result = run_sft(p, lr, seed, model, tok, args.base, args.items, args.kept, args.chains, args.work)
+    result = run_sft(p, lr, seed, model, tok, args.base, args.items, args.kept, args.chains, args.work,
+                     live_dir=args.live)
     finish()
     if result is None:
         return  # not rank 0: only rank 0 writes

@@ -25,7 +25,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
@@ -36,6 +36,7 @@ from decision_pipeline.common.workdir import claim, content_params, last_step
 from decision_pipeline.common.io import JsonlAppender, read_jsonl, write_jsonl, write_text_atomic
 from decision_pipeline.common.log import info
 from decision_pipeline.common.params import rule
+from decision_pipeline.common.progress import LogHistoryCallback, TrainingProgress
 from decision_pipeline.lm.launch import (CpuProcessesResume, LaunchParams, barrier, consolidated,
                                                gather_objects, is_main, on_main_then_all, world_size)
 from decision_pipeline.decision.parsing import parse_answer
@@ -267,12 +268,29 @@ def _grpo_trainer_class() -> type:
     return type("ResumableGRPOTrainer", (GRPOTrainer, CpuProcessesResume), {})
 
 
+# TRL's per-step logs that go to the live metrics: what a rerun reproduces (never `step_time` or the
+# trainer's closing runtime and samples/s, which differ per run), plus each reward's mean.
+LIVE_KEYS = ("loss", "reward", "reward_std", "frac_reward_zero_std", "completions/mean_length",
+             "completions/clipped_ratio", "entropy", "kl", "learning_rate", "grad_norm")
+LIVE_SHOWN = ("reward", "loss")  # on the progress line
+
+
+def live_values(logs: Mapping[str, Any]) -> dict:
+    """The deterministic part of one TRL log entry (`LIVE_KEYS` and `rewards/<name>/mean`)."""
+    return {k: v for k, v in logs.items()
+            if k in LIVE_KEYS or (k.startswith("rewards/") and k.endswith("/mean"))}
+
+
 def train_grpo(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questions: Sequence[dict], p: RLParams,
                seed: int, work_dir: str | Path, fingerprint: dict,
-               registry: dict | None = None) -> tuple[Any, list[dict], int]:
+               registry: dict | None = None, live_dir: str | Path | None = None,
+               progress: TrainingProgress | None = None) -> tuple[Any, list[dict], int]:
     """Train the LoRA adapter with GRPO; returns (peft model, trainer log history, resumed-from step).
 
     The model is None on a non-zero rank (rank 0 writes every output).
+    Progress (reward, loss, tokens/s, ETA) goes to the terminal; with `live_dir` every step's
+    `live_values` also go to DVCLive files there, a resumed run's earlier steps replayed from the
+    checkpoint's log history. `progress` replaces both (a test's clock and stream).
 
     `registry` replaces the reward registry (tests use toy rewards on an untrained model)."""
     from datasets import Dataset
@@ -290,12 +308,15 @@ def train_grpo(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questions: 
                           peft_config=lora)
     trainer.add_callback(_SaveFingerprint(work, digest_hash(json.dumps(fingerprint, sort_keys=True))))
     quiet(trainer)  # the stage prints its own summary line and progress bar
+    progress = progress or TrainingProgress.open("rl", live_dir, main=is_main(), shown=LIVE_SHOWN)
+    trainer.add_callback(LogHistoryCallback(progress, live_values))
     if is_main():
         log.open(start)
     try:
         trainer.train(resume_from_checkpoint=str(work / f"checkpoint-{start}") if start else None)
     finally:
         log.close()
+        progress.close()
     return consolidated(trainer, work), trainer.state.log_history, start
 
 

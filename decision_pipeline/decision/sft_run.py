@@ -25,12 +25,14 @@ from decision_pipeline.common.workdir import claim, content_params, last_step
 from decision_pipeline.common.hashing import make_random, stable_subset
 from decision_pipeline.common.io import read_jsonl, write_json, write_text_atomic
 from decision_pipeline.common.log import info
+from decision_pipeline.common.progress import TrainingProgress
 from decision_pipeline.decision import sft_data, sft_trainer
 from decision_pipeline.lm.launch import is_main, on_main_then_all
 from decision_pipeline.questions.schema import load_items
 from decision_pipeline.decision.sft_data import build_joint_examples
 from decision_pipeline.decision.lr_choice import LrSweepParams
-from decision_pipeline.decision.sft_trainer import SFTParams, dev_readout_metrics, parse_votes, train_joint
+from decision_pipeline.decision.sft_trainer import (LIVE_SHOWN, SFTParams, dev_readout_metrics, joint_values, parse_votes,
+                                                   train_joint)
 
 
 def load_training_data(p: SFTParams, tok: PreTrainedTokenizerBase, items: str, kept_path: str,
@@ -89,9 +91,11 @@ def seal_checkpoint(work: Path, step: int, rows: list[dict]) -> None:
 
 def run_sft(p: SFTParams, lr: float, seed: int, model: PreTrainedModel, tok: PreTrainedTokenizerBase,
             base_dir: str, items: str, kept: str, chains: str,
-            work_dir: str) -> tuple[PreTrainedModel, PreTrainedModel, dict, list[dict]] | None:
+            work_dir: str, live_dir: str | None = None) -> tuple[PreTrainedModel, PreTrainedModel, dict, list[dict]] | None:
     """Train (resuming a matching run in `work_dir`) and measure the merged model on dev questions.
 
+    Progress goes to the terminal; with `live_dir` every step's losses also go to DVCLive files there
+    (a resumed run replays the sealed checkpoint's loss log first, so they equal an uninterrupted run's).
     Returns (peft model, merged model, metrics, loss parts) on rank 0, None on the other ranks.
     """
     examples, too_long, dev = load_training_data(p, tok, items, kept, chains)
@@ -103,9 +107,11 @@ def run_sft(p: SFTParams, lr: float, seed: int, model: PreTrainedModel, tok: Pre
     start_step = completed_step(work)
     earlier = checkpoint_loss_log(work, start_step)
     started = time.time()
-    peft_model, _, parts = train_joint(
-        model, tok, examples, p, lr, seed, work, resume=True,
-        on_save=lambda step, so_far: seal_checkpoint(work, step, earlier + so_far))
+    with TrainingProgress.open("sft", live_dir, main=is_main(), shown=LIVE_SHOWN) as progress:
+        progress.replay((r["step"], joint_values(r, p.readout_weight)) for r in earlier)
+        peft_model, _, parts = train_joint(
+            model, tok, examples, p, lr, seed, work, resume=True,
+            on_save=lambda step, so_far: seal_checkpoint(work, step, earlier + so_far), progress=progress)
     seconds = time.time() - started
     if not is_main():
         return None
@@ -155,8 +161,10 @@ def sweep_point(sweep: LrSweepParams, p: SFTParams, lr: float, seed: int, model:
     examples, _, dev = load_training_data(p, tok, items, kept, chains)
     make_random(seed, "lr_sweep").shuffle(examples)
     subset = examples[: sweep.max_examples]
-    with tempfile.TemporaryDirectory(prefix="lr_sweep.") as work:
-        peft_model, _, parts = train_joint(model, tok, subset, p, lr, seed, work, max_steps=sweep.max_steps)
+    with tempfile.TemporaryDirectory(prefix="lr_sweep.") as work, \
+            TrainingProgress("lr_sweep", f"lr {lr:g}", enabled=is_main(), shown=LIVE_SHOWN) as progress:
+        peft_model, _, parts = train_joint(model, tok, subset, p, lr, seed, work, max_steps=sweep.max_steps,
+                                           progress=progress)
     if peft_model is None:
         return None
     dev_metrics = dev_readout_metrics(peft_model, tok, dev)

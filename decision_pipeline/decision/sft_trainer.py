@@ -13,6 +13,7 @@ from decision_pipeline.decision.finetune import lora_config, quiet, trainer_defa
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import rule
+from decision_pipeline.common.progress import StepRowsCallback, TrainingProgress
 from decision_pipeline.decision.answering import readout, readout_summary
 from decision_pipeline.lm.launch import LaunchParams, consolidated, is_main, world_size
 from decision_pipeline.decision.parsing import parse_answer
@@ -106,13 +107,15 @@ def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: 
                 lr: float, seed: int, work_dir: str | Path, max_steps: int | None = None,
                 resume: bool = False,
                 on_save: Callable[[int, list[dict]], None] | None = None,
-                callbacks: Sequence[TrainerCallback] = ()) -> tuple[PreTrainedModel, list[dict], list[dict]]:
+                callbacks: Sequence[TrainerCallback] = (),
+                progress: TrainingProgress | None = None) -> tuple[PreTrainedModel, list[dict], list[dict]]:
     """Train one LoRA adapter on the joint examples; returns (peft model, trainer log, loss parts).
 
     `lr` and `seed` are resolved by the caller (sweep pick, seed offset); `max_steps`
     overrides `s.max_steps` for the sweep's short runs. bf16 on a GPU, and on CPU when `s.bf16`.
     `on_save(step, loss parts so far)` runs after every checkpoint is saved (on rank 0), so a
-    killed run keeps its loss log; `callbacks` join the trainer's (the benchmark's step timer). Under several
+    killed run keeps its loss log; `callbacks` join the trainer's (the benchmark's step timer); `progress`
+    (default: the terminal only, on rank 0) gets every step's losses and the tokens trained. Under several
     processes `s.batch_size` stays the global batch (each process takes its share); a non-zero
     rank gets None for the model.
     """
@@ -130,6 +133,12 @@ def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: 
                                     readout_weight=s.readout_weight, long_chain_tokens=s.long_chain_tokens))
     if on_save is not None and is_main():
         trainer.add_callback(_SaveLossLog(lambda step: on_save(step, list(trainer.part_log))))
+    own_progress = progress is None
+    progress = progress or TrainingProgress("sft", enabled=is_main(), shown=LIVE_SHOWN)
+    # tokens a step trains, estimated as the examples' mean length x the batch (the display's tokens/s)
+    tokens_per_step = sum(len(ex["input_ids"]) for ex in examples) / len(examples) * s.batch_size
+    trainer.add_callback(StepRowsCallback(progress, trainer.part_log, lambda row: joint_values(row, s.readout_weight),
+                                          tokens_per_step))
     for callback in callbacks:
         trainer.add_callback(callback)
     checkpoints = sorted(Path(work_dir).glob("checkpoint-*"), key=lambda c: int(c.name.split("-")[1])) if resume else []
@@ -139,8 +148,21 @@ def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: 
         trainer._load_from_checkpoint(str(checkpoints[-1]))
         trainer.state = TrainerState.load_from_json(str(checkpoints[-1] / "trainer_state.json"))
     else:
-        trainer.train(resume_from_checkpoint=True if checkpoints else None)
+        try:
+            trainer.train(resume_from_checkpoint=True if checkpoints else None)
+        finally:
+            if own_progress:
+                progress.close()
     return consolidated(trainer, work_dir), trainer.state.log_history, trainer.part_log
+
+
+LIVE_SHOWN = ("loss", "chain_loss", "readout_loss")  # on the progress line
+
+
+def joint_values(row: dict, readout_weight: float) -> dict:
+    """A loss-parts row as live metrics: the joint loss the optimizer minimised and its two parts."""
+    return {"loss": round(row["chain_loss"] + readout_weight * row["readout_loss"], 5),
+            "chain_loss": row["chain_loss"], "readout_loss": row["readout_loss"]}
 
 
 class _SaveLossLog(TrainerCallback):

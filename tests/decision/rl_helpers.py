@@ -42,8 +42,9 @@ def adapter_digest(model) -> tuple[str, float]:
     return digest, moved
 
 
-def run(model_dir: str, work: str, max_steps: int) -> dict | None:
-    """Train and describe the adapter; None on a non-zero rank when started by `accelerate launch`."""
+def run(model_dir: str, work: str, max_steps: int, live: str | None = None) -> dict | None:
+    """Train and describe the adapter; None on a non-zero rank when started by `accelerate launch`.
+    `live`: a DVCLive directory for the per-step metrics."""
     import torch
 
     from decision_pipeline.lm.launch import world_size
@@ -56,7 +57,8 @@ def run(model_dir: str, work: str, max_steps: int) -> dict | None:
     questions = json.loads(open(f"{model_dir}/questions.json").read())[: p.prompts_needed]
     model, tok = load_model(model_dir), load_tokenizer(model_dir)
     fp = fingerprint_parts(p, 0, questions, "tiny", "code")
-    peft_model, _, start = train_grpo(model, tok, questions, p, 0, work, fp, registry={"low_ids": low_ids})
+    peft_model, _, start = train_grpo(model, tok, questions, p, 0, work, fp, registry={"low_ids": low_ids},
+                                      live_dir=live)
     if peft_model is None:
         return None
     digest, moved = adapter_digest(peft_model)
@@ -64,6 +66,6 @@ def run(model_dir: str, work: str, max_steps: int) -> dict | None:
 
 
 if __name__ == "__main__":
-    result = run(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    result = run(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:5])
     if result is not None:
         print(json.dumps(result))

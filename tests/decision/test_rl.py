@@ -158,9 +158,14 @@ def test_quarter_gain_compares_first_and_last_quarter_prompts():
 
 
 def _helper(model_dir: str, work: Path, steps: int) -> subprocess.Popen:
+    """The toy run in its own process, its DVCLive files in `<work>-live`."""
     env = {**os.environ, "PIPELINE_QUIET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    return subprocess.Popen([sys.executable, str(HELPERS), model_dir, str(work), str(steps)], env=env,
+    return subprocess.Popen([sys.executable, str(HELPERS), model_dir, str(work), str(steps), f"{work}-live"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _live_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 @pytest.mark.slow
@@ -185,3 +190,14 @@ def test_killed_run_resumes_to_the_same_adapter(toy_model_dir, tmp_path):
     assert again["start"] == 4
     assert again["digest"] == straight["digest"]
     assert (work / "rollouts.jsonl").read_bytes() == (tmp_path / "full" / "rollouts.jsonl").read_bytes()
+    # the live metrics (#36.1): every step's loss, each round's reward, no timing; the resumed run's files
+    # (the checkpoint's log history replayed, then trained on) equal the uninterrupted run's byte for byte
+    full = _live_files(tmp_path / "full-live")
+    assert {"plots/metrics/train/loss.tsv", "plots/metrics/train/reward.tsv",
+            "plots/metrics/train/rewards/low_ids/mean.tsv"} <= set(full)
+    assert not any("time" in name or "runtime" in name for name in full)
+    steps = lambda name: [line.split("\t")[0] for line in full[name].decode().splitlines()[1:]]  # noqa: E731
+    assert steps("plots/metrics/train/loss.tsv") == ["1", "2", "3", "4", "5", "6"]
+    assert steps("plots/metrics/train/reward.tsv") == ["1", "3", "5"]  # a round's rewards log at its first step
+    assert json.loads(full["metrics.json"])["step"] == 6
+    assert _live_files(tmp_path / "killed-live") == full
