@@ -52,18 +52,21 @@ report: $(STAMP)
 	$(DVC) repro --single-item report
 
 # PR review: params and metrics diff against BASE, each metric change marked inside/outside its
-# recorded noise -> review/review.md; `dvc plots diff BASE --json` redrawn offline (matplotlib PNGs,
+# run-to-run noise (metrics/noise/, `make noise`; SOURCE=reseed|sft_seed|... overrides the automatic choice) -> review/review.md; `dvc plots diff BASE --json` redrawn offline (matplotlib PNGs,
 # no CDN) -> review/plots/index.html (decision_pipeline/reporting/review_plots.py)
 BASE ?= main
 review: $(STAMP)
-	$(PY) -m decision_pipeline.reporting.review --base $(BASE) --out review
+	$(PY) -m decision_pipeline.reporting.review --base $(BASE) --out review $(if $(SOURCE),--source $(SOURCE))
 
-# The review's fallback noise: the whole chain rerun under 2 other base.seeds as DVC experiments
-# (~45 min each on 2 cores, measured 2026-12-03), each metric's half-range -> metrics/noise_reseed.json (reporting/reseed_noise.py)
+# The noise study (reporting/noise_study.py): DVC experiments from the committed run, each changing one
+# source of chance (whole-chain reseeds, data, pretrain init, pretrain order, SFT seed, RL seed; RUNS="sft_seed=4 ..."
+# overrides the counts), then per-metric spread per source -> metrics/noise/*.json and the verdicts -> metrics/claims.json.
+# What it costs: docs/reliability.md ("The noise study").
+RUNS ?=
 noise: $(STAMP)
-	$(PY) -m decision_pipeline.reporting.reseed_noise --queue
+	$(PY) -m decision_pipeline.reporting.noise_study --queue $(if $(RUNS),--runs $(RUNS))
 	$(DVC) exp run --run-all --jobs 1
-	$(PY) -m decision_pipeline.reporting.reseed_noise --collect
+	$(PY) -m decision_pipeline.reporting.noise_study --collect
 
 # Borda cohort: copy this run's base/SFT/RL S1MB model folders into configs/s1mb_cohort (then point
 # s1mb.cohort_dir at it); the reference scorers (uniform, label prior, majority) rank in every run anyway

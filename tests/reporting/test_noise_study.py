@@ -1,0 +1,133 @@
+"""The noise study on a real DVC repository: experiments per source, spreads and claims read back from git.
+
+The stage writes numbers that are a hand-computable function of the params, so every spread and the
+claims verdict are checked exactly; the bad inputs (too few runs, a run that changes another param,
+a run that failed) are one line each and leave metrics/ untouched.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.reporting import noise_study as ns
+
+ROOT = Path(__file__).resolve().parents[2]
+PARAMS = """base:
+  seed: 10
+items:
+  seed_offset: 0
+ingest:
+  seed_offset: 0
+pretrain:
+  init_offset: 0
+  order_offset: 0
+sft:
+  seed_offset: 0
+rl:
+  seed_offset: 0
+"""
+# readout diff = seed / 100 + sft.seed_offset / 1000; reward gain = seed % 3 - 1
+STAGE = r"""
+import json, os, yaml
+p = yaml.safe_load(open("params.yaml"))
+s, o = p["base"]["seed"], p["sft"]["seed_offset"]
+os.makedirs("metrics/evaluate", exist_ok=True)
+json.dump({"vs_base": {"readout_accuracy": {"diff": s / 100 + o / 1000}}, "drops": {"long": 2, **({"short": 1} if s % 2 else {})}},
+          open("metrics/evaluate/sft.json", "w"))
+json.dump({"reward_gain": {"diff": s % 3 - 1}}, open("metrics/rl.json", "w"))
+"""
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("noise_repo")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1"}
+
+    def run(*cmd):
+        return subprocess.run(list(cmd), cwd=root, env=env, capture_output=True, text=True, check=True)
+
+    run("git", "init", "-q")
+    run(sys.executable, "-m", "dvc", "init", "-q")
+    (root / "params.yaml").write_text(PARAMS)
+    (root / "stage.py").write_text(STAGE)
+    (root / "dvc.yaml").write_text(
+        "stages:\n  s:\n    cmd: " + sys.executable + " stage.py\n    deps: [stage.py]\n    params: [base, sft]\n"
+        "    metrics: [metrics/evaluate/sft.json: {cache: false}, metrics/rl.json: {cache: false}]\n")
+    run(sys.executable, "-m", "dvc", "repro", "-q")
+    run("git", "add", "-A")
+    run("git", "commit", "-qm", "baseline")
+    head = run("git", "rev-parse", "HEAD").stdout.strip()
+    todo = ns.plan(_params(root, head), {"reseed": 6, "sft_seed": 2})
+    for name, entry in todo.items():
+        sets = [a for k, v in entry["overrides"].items() for a in ("-S", f"{k}={v}")]
+        run(sys.executable, "-m", "dvc", "exp", "run", "--name", name, *sets)
+        run("git", "checkout", "--", ".")
+    return root, head, todo
+
+
+def _params(root: Path, rev: str) -> dict:
+    import yaml
+    return yaml.safe_load(subprocess.run(["git", "show", f"{rev}:params.yaml"], cwd=root, capture_output=True,
+                                         text=True, check=True).stdout)
+
+
+def _collect(root: Path, manifest: dict) -> dict:
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        return ns.collect(manifest)
+    finally:
+        os.chdir(cwd)
+
+
+def test_spreads_per_source_and_claims_hand_computed(repo):
+    root, head, todo = repo
+    files = _collect(root, {"baseline": head, "runs": todo})
+    assert set(files) == {"metrics/noise/reseed.json", "metrics/noise/sft_seed.json", "metrics/claims.json"}
+    reseed = files["metrics/noise/reseed.json"]
+    assert reseed["n"] == 6 and reseed["runs"][0] == "baseline"
+    diffs = [s / 100 for s in range(10, 16)]                      # seeds 10..15
+    mean = sum(diffs) / 6
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 5)
+    got = reseed["spread"]["metrics/evaluate/sft.json"]["vs_base.readout_accuracy.diff"]
+    assert got == {"n": 6, "sd": float(f"{sd:.6g}"), "halfrange": 0.025, "mean": float(f"{mean:.6g}")}
+    # drops.short exists in odd-seed runs only: a count table entry, 0 where it is missing
+    assert reseed["spread"]["metrics/evaluate/sft.json"]["drops.short"]["halfrange"] == 0.5
+    sft = files["metrics/noise/sft_seed.json"]["spread"]["metrics/evaluate/sft.json"]["vs_base.readout_accuracy.diff"]
+    assert sft["n"] == 2 and sft["halfrange"] == 0.0005
+    claims = files["metrics/claims.json"]["comparisons"]
+    readout = claims["sft_vs_base_readout"]
+    assert readout["n"] == 6 and readout["verdict"] == "detected" and readout["diff"] == round(mean, 4)
+    gain = claims["rl_reward_gain"]                                # s % 3 - 1: 0 1 -1 0 1 -1 -> mean 0
+    assert gain["verdict"] == "not detected" and gain["reason"] == "the 95% interval includes 0"
+    assert claims["curated_vs_random_ppl"]["verdict"] == "not tested" and claims["curated_vs_random_ppl"]["n"] == 0
+
+
+def test_bad_studies_are_one_line_and_write_nothing(repo, tmp_path):
+    root, head, todo = repo
+    with pytest.raises(PipelineError, match=r"--runs sft_seed=1: a spread needs >= 2 runs per source"):
+        ns.parse_runs(["sft_seed=1"])
+    with pytest.raises(PipelineError, match="expected SOURCE=N"):
+        ns.parse_runs(["nosuch=3"])
+    missing = {**todo, "noise-rl_seed-1": {"source": "rl_seed", "overrides": {"rl.seed_offset": 1}}}
+    with pytest.raises(PipelineError, match=r"run noise-rl_seed-1 has no results .*`dvc exp run --queue --name "
+                                            r"noise-rl_seed-1 -S rl.seed_offset=1"):
+        _collect(root, {"baseline": head, "runs": missing})
+    wrong = {**todo, "noise-sft_seed-1": {"source": "sft_seed", "overrides": {"sft.seed_offset": 2}}}
+    with pytest.raises(PipelineError, match="run noise-sft_seed-1 changes"):
+        _collect(root, {"baseline": head, "runs": wrong})
+    assert not (root / "metrics" / "noise").exists() and not (root / "metrics" / "claims.json").exists()
+
+
+def test_cli_refuses_without_a_queued_study(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "decision_pipeline.reporting.noise_study", "--collect"],
+                          cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no queued noise study" in proc.stderr
