@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--plot", required=True, help="loss curve JSON")
     ap.add_argument("--metrics", required=True)
     ap.add_argument("--timings", required=True, help="machine-dependent throughput (a cached output, not a metric)")
+    ap.add_argument("--live", help="DVCLive directory for the per-step training metrics (its own directory: a rerun empties it)")
     args = ap.parse_args(argv)
     started = time.time()
     p = load_section(PretrainParams, "pretrain", args.params)
@@ -74,7 +75,8 @@ def main(argv: list[str] | None = None) -> None:
                                   model_fingerprint_of_tokenizer(args.tokenizer), code_fingerprint(training, model_module))
     on_main_then_all(lambda: claim(args.work, fingerprint, "pretrain"))
     model, log, metrics = pretrain(args.name, chosen, heldout, tok, p, budget, seed, work_dir=args.work,
-                                   n_budget_docs=sel.get("n_budget_docs"))  # seeds reorder, never swap in the tail
+                                   n_budget_docs=sel.get("n_budget_docs"),  # seeds reorder, never swap in the tail
+                                   live_dir=args.live)
     finish()
     if not is_main():
         return  # only rank 0 writes

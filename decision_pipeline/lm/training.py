@@ -21,7 +21,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, get_cosine_sc
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import atomic_file
 from decision_pipeline.common.hashing import make_rng
-from decision_pipeline.common.log import info, progress
+from decision_pipeline.common.log import info
+from decision_pipeline.common.progress import LiveMetrics, TrainingProgress
 from decision_pipeline.common.params import rule
 from decision_pipeline.lm.launch import LaunchParams, is_main, rank, world_size
 from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model, count_params
@@ -127,10 +128,13 @@ def train_autocast(device: torch.device, bf16: bool) -> torch.autocast:
 
 def train_on_tokens(model: PreTrainedModel, tokens: np.ndarray, s: PretrainParams, seed: int,
                     desc: str = "pretrain", on_step: Callable[[int, float], None] | None = None,
-                    checkpoint: StepCheckpoint | None = None) -> list[dict]:
+                    checkpoint: StepCheckpoint | None = None,
+                    progress: TrainingProgress | None = None) -> list[dict]:
     """Train on consecutive windows of `tokens` (order fixed by `seed`); return the loss log.
 
     With `checkpoint`, a run saved earlier continues from its last step (same final weights).
+    `progress` (default: the terminal only) gets the checkpoint's steps replayed, then every step's
+    loss and learning rate with the tokens trained so far.
     Under several processes (`pretrain.launch`) rank r takes windows r, r+W, ... of every
     batch and DDP averages the gradients: every window has `seq_len` tokens, so the average
     of the ranks' mean losses is the one-process loss and the step is the same up to float
@@ -148,10 +152,13 @@ def train_on_tokens(model: PreTrainedModel, tokens: np.ndarray, s: PretrainParam
     start, log = checkpoint.load(model, opt, sched)
     if start:
         info("pretrain", f"{desc}: resuming from the checkpoint at step {start} of {steps}")
+    progress = progress or TrainingProgress("pretrain", desc, enabled=is_main())
+    progress.replay((r["step"], live_values(r)) for r in log)
+    progress.begin(start, steps, tokens=start * s.batch_size * s.seq_len)
     model.train()
     forward, device = data_parallel(model)
     started = time.perf_counter() - (log[-1]["seconds"] if log else 0.0)  # a resumed run continues the clock
-    for step in progress(range(start, steps), desc=desc, unit="step"):
+    for step in range(start, steps):
         idx = order[step * s.batch_size:(step + 1) * s.batch_size][rank()::world_size()]
         batch = torch.stack([windows[i * s.seq_len:(i + 1) * s.seq_len + 1] for i in idx]).to(device)
         with train_autocast(device, s.bf16):
@@ -165,10 +172,18 @@ def train_on_tokens(model: PreTrainedModel, tokens: np.ndarray, s: PretrainParam
                     "tokens": (step + 1) * s.batch_size * s.seq_len,
                     "seconds": round(time.perf_counter() - started, 3)})
         checkpoint.save(step + 1, model, opt, sched, log, final=step + 1 == steps)
+        progress.step(step + 1, live_values(log[-1]), tokens=log[-1]["tokens"])
         if on_step:
             on_step(step + 1, float(loss.detach()))
+    progress.close()
     model.eval()
     return log
+
+
+def live_values(row: Mapping) -> dict:
+    """What a loss-log row puts into the live metrics: loss and learning rate (never `seconds`, a
+    machine's timing, which would make the git-tracked DVCLive files differ between reruns)."""
+    return {"loss": row["loss"], "lr": row["lr"]}
 
 
 def data_parallel(model: PreTrainedModel) -> tuple[Callable[..., Any], torch.device]:
@@ -253,13 +268,14 @@ def encode_dev(tok: PreTrainedTokenizerBase, rows: Sequence[Mapping]) -> dict[st
 def train_and_eval(docs_ids: Sequence[Sequence[int]], dev: DevSet, tok: PreTrainedTokenizerBase,
                    p: PretrainParams, budget: int, seed: int, desc: str,
                    checkpoint: StepCheckpoint | None = None,
-                   init_seed: int | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
+                   init_seed: int | None = None,
+                   progress: TrainingProgress | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
     """One run: pack to `budget`, train, evaluate every dev register; (model, loss log, held-out report).
-    `seed` orders the windows; `init_seed` (default: `seed`) initialises the model."""
+    `seed` orders the windows; `init_seed` (default: `seed`) initialises the model; `progress` reports it."""
     tokens = pack_tokens(docs_ids, tok.eos_token_id, budget)
     model = build_tiny_model(p.model, len(tok), tok.pad_token_id, tok.eos_token_id,
                              seed if init_seed is None else init_seed)
-    log = train_on_tokens(model, tokens, p, seed, desc=desc, checkpoint=checkpoint)
+    log = train_on_tokens(model, tokens, p, seed, desc=desc, checkpoint=checkpoint, progress=progress)
     report, total_nll, total_tok, total_bytes = {"registers": {}}, 0.0, 0, 0
     for register, (ids, n_bytes) in sorted(dev.items()):
         nll, n = heldout_nll(model, ids, p.seq_len)
@@ -296,7 +312,8 @@ def seed_plan(p: PretrainParams, seed: int, k: int) -> dict[str, int]:
 def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], tok: PreTrainedTokenizerBase,
              p: PretrainParams, budget: int, seed: int,
              work_dir: str | Path | None = None,
-             n_budget_docs: int | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
+             n_budget_docs: int | None = None,
+             live_dir: str | Path | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
     """Train on selection `name` over `p.seeds` seeds; (seed-0 model, its loss log, metrics).
 
     Seed k packs the documents in the seeded order `seed_plan(p, seed, k)["order"]` and initialises
@@ -304,9 +321,12 @@ def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], t
     not as one lucky run. `heldout` in the metrics is the seed-0 model (the one saved and used
     downstream); `seeds.plan` records every seed's init and order seeds.
     With `work_dir` each seed checkpoints there (`seed-<k>.pt`) and a rerun resumes.
+    With `live_dir` every seed's per-step loss and learning rate go to DVCLive files there
+    (`train/seed-<k>/loss`, ...), a resumed seed's earlier steps replayed from its checkpoint.
     """
     docs_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     heldout = encode_dev(tok, heldout_rows)
+    live = LiveMetrics(live_dir) if live_dir is not None and is_main() else None
 
     def ckpt(k: int) -> StepCheckpoint | None:
         return None if work_dir is None else StepCheckpoint(Path(work_dir) / f"seed-{k}.pt", p.save_steps)
@@ -317,7 +337,9 @@ def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], t
         if k:
             info("pretrain", f"{name}: seed {k + 1}/{p.seeds} (varies {p.noise})")
         return train_and_eval([docs_ids[i] for i in order], heldout, tok, p, budget, plan["order"],
-                              f"pretrain {name}" + (f" seed {k + 1}" if k else ""), ckpt(k), init_seed=plan["init"])
+                              f"pretrain {name}" + (f" seed {k + 1}" if k else ""), ckpt(k), init_seed=plan["init"],
+                              progress=TrainingProgress("pretrain", f"{name} seed {k + 1}/{p.seeds}", live=live,
+                                                        live_prefix=f"train/seed-{k}", enabled=is_main()))
 
     model, log, report = run(0)
     metrics = {"heldout": report, "params": count_params(model), "train": {

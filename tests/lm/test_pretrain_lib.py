@@ -113,3 +113,50 @@ def test_a_checkpointed_run_resumes_to_the_same_weights(tiny, texts, dev_rows, t
     assert [r["loss"] for r in log_resumed] == [r["loss"] for r in log_straight]
     for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()):
         assert torch.equal(a, b)
+
+
+def _live_files(root) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_live_metrics_hold_every_seed_and_step(tiny, texts, dev_rows, tmp_path):
+    """The DVCLive files of a pretraining run: per seed, every step's loss and learning rate (#36.1)."""
+    import json
+    _, tok = tiny
+    _, log, metrics = pretrain("curated", texts, dev_rows, tok, params(), budget=400, seed=1, live_dir=tmp_path / "live")
+    files = _live_files(tmp_path / "live")
+    assert sorted(files) == ["metrics.json"] + [f"plots/metrics/train/seed-{k}/{key}.tsv" for k in (0, 1)
+                                                for key in ("loss", "lr")]
+    rows = files["plots/metrics/train/seed-0/loss.tsv"].decode().splitlines()
+    assert rows == ["step\tloss"] + [f"{r['step']}\t{r['loss']}" for r in log]  # seed 0's loss log, step by step
+    summary = json.loads(files["metrics.json"])
+    assert summary["step"] == len(log) == metrics["train"]["steps"]
+    assert summary["train"]["seed-0"]["loss"] == log[-1]["loss"] and set(summary["train"]) == {"seed-0", "seed-1"}
+
+
+def test_a_resumed_run_rebuilds_the_live_files_of_an_uninterrupted_one(tiny, texts, dev_rows, tmp_path):
+    """Killed after step 4 (checkpoint at 3): the live files hold steps past the checkpoint and a torn summary;
+    the resumed run replays the checkpoint's log and ends with the uninterrupted run's bytes."""
+    from decision_pipeline.common.progress import LiveMetrics, TrainingProgress
+    from decision_pipeline.lm.model import build_tiny_model
+    from decision_pipeline.lm.training import StepCheckpoint, pack_tokens, train_on_tokens
+    _, tok = tiny
+    p = params(save_steps=3)
+    tokens = pack_tokens([tok(t, add_special_tokens=False)["input_ids"] for t in texts], tok.eos_token_id, 400)
+    fresh = lambda: build_tiny_model(p.model, len(tok), tok.pad_token_id, tok.eos_token_id, 7)  # noqa: E731
+    live = lambda name: TrainingProgress("pretrain", live=LiveMetrics(tmp_path / name))  # noqa: E731
+    train_on_tokens(fresh(), tokens, p, seed=7, progress=live("straight"))
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_four(step, _loss):
+        if step == 4:
+            (tmp_path / "resumed" / "metrics.json").write_text('{"train": {"lo')  # torn by the kill
+            raise Stop
+    ckpt = StepCheckpoint(tmp_path / "seed-0.pt", every=3)
+    with pytest.raises(Stop):
+        train_on_tokens(fresh(), tokens, p, seed=7, on_step=stop_after_four, checkpoint=ckpt, progress=live("resumed"))
+    assert "4\t" in (tmp_path / "resumed" / "plots/metrics/train/loss.tsv").read_text()  # a step past the checkpoint
+    train_on_tokens(fresh(), tokens, p, seed=7, checkpoint=ckpt, progress=live("resumed"))
+    assert _live_files(tmp_path / "resumed") == _live_files(tmp_path / "straight")
