@@ -23,6 +23,7 @@ from decision_pipeline.questions.schema import LABELS, THINK_CLOSE, gold_index
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import count_params, load_model
 from decision_pipeline.lm.readout import continuation_nll
+from decision_pipeline.lm.weights import check_weights
 
 
 @dataclass
@@ -38,7 +39,8 @@ class BaseModelParams:
 
 
 def base_source(p: BaseModelParams, pretrained: str | Path) -> Path:
-    """The model directory the params select; a missing one is a PipelineError naming the key."""
+    """The model directory the params select; a missing one, or one whose weight files are missing,
+    truncated or of another config (`lm.weights`), is a PipelineError naming the key."""
     if p.source == "path" and not p.path:
         raise PipelineError("params.yaml: base_model.path names no model (source: path); set it to a local "
                             "Hugging Face model directory or use source: pretrain")
@@ -46,6 +48,7 @@ def base_source(p: BaseModelParams, pretrained: str | Path) -> Path:
     if not (source / "config.json").is_file():
         raise PipelineError(f"{source}: model directory not found (base_model.source={p.source}); "
                             "fix base_model.path in params.yaml")
+    check_weights(source, "base_model.path" if p.source == "path" else None)  # before anything is copied
     return source
 
 

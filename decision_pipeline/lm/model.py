@@ -48,13 +48,16 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str =
 
     `device` is `runtime.device`: auto = CUDA when torch sees a GPU, else CPU; cuda on a
     CPU-only torch is one line naming the fix (never a silent fp32 CPU run of a GPU profile).
-    On CUDA the model loads in bfloat16; on CPU it stays float32.
+    On CUDA the model loads in bfloat16; on CPU it stays float32. The weight files are checked against
+    config.json first (`lm.weights.check_weights`: headers only, no weights read).
     """
     from decision_pipeline.lm.runtime import model_dtype, resolve_device
+    from decision_pipeline.lm.weights import check_weights
 
     path = Path(path)
     if not (path / "config.json").is_file():
         raise PipelineError(f"{path}: not a model directory (no config.json); run `dvc repro` or fix the model path in params.yaml")
+    check_weights(path)  # missing, truncated or mismatched weights: one line here, not a safetensors traceback
     target = resolve_device(device)
     dtype = dtype or model_dtype(target)
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
