@@ -146,6 +146,13 @@ def _numbers(xs: Any) -> list[float]:
     return [_point(x) for x in xs]
 
 
+def _many(args: tuple) -> list:
+    """min/max arguments: one `*` list or several values; the winner keeps its type (an int stays an int)."""
+    items = args[0] if len(args) == 1 else list(args)
+    _numbers(items)
+    return items
+
+
 def _part(xs: Any, n: Any, tail: bool) -> list:
     """The first (or last) int(n) items of a list: a quarter of the rounds is `first(xs, len(xs) / 4)`."""
     k = int(_point(n))
@@ -160,6 +167,10 @@ def _pairs(labels: Any, values: Any) -> list[tuple[Any, float]]:
     return list(zip(labels, _numbers(values)))
 
 
+def _fail(message: str) -> Any:
+    raise PipelineError(message)
+
+
 def words(items: Any, none: str = "none") -> str:
     """A list as prose ("1.6, 2.2 and 3.2"; numbers as %g), or `none` when it is empty."""
     if not isinstance(items, list):
@@ -169,8 +180,8 @@ def words(items: Any, none: str = "none") -> str:
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "min": lambda *a: min(_numbers(a[0]) if len(a) == 1 else [_point(x) for x in a]),
-    "max": lambda *a: max(_numbers(a[0]) if len(a) == 1 else [_point(x) for x in a]),
+    "min": lambda *a: min(_many(a), key=_point),
+    "max": lambda *a: max(_many(a), key=_point),
     "mean": lambda xs: sum(_numbers(xs)) / len(xs),
     "sum": lambda xs: sum(_numbers(xs)),
     "len": lambda xs: len(xs),
@@ -185,6 +196,10 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "above": lambda labels, values, t: [k for k, v in _pairs(labels, values) if v > _point(t)],
     "below": lambda labels, values, t: [k for k, v in _pairs(labels, values) if v < _point(t)],
     "words": words,
+    "keys": lambda x: list(x) if isinstance(x, dict) else _fail(f"keys() needs a mapping, got {_short(x)}"),
+    "where": lambda labels, flags, want=True: [k for k, f in zip(labels, flags) if bool(f) == want]
+    if isinstance(labels, list) and isinstance(flags, list) and len(labels) == len(flags)
+    else _fail(f"where() needs two `*` lists of one length, got {_short(labels)} and {_short(flags)}"),
     "detected": detected,
     "direction": direction,
 }

@@ -39,8 +39,7 @@ from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.reporting.doc_values import Sources, evaluate, render
 
 # Docs whose numbers are not yet generated: the check skips their unmarked numbers. Shrink it as each is converted.
-NOT_YET_CONVERTED = ("docs/gpu.md", "docs/review.md", "docs/performance.md",
-                     "docs/results.md", "docs/annotation.md", "docs/s1mb.md", "docs/reliability.md", "docs/scaling.md")
+NOT_YET_CONVERTED = ("docs/gpu.md", "docs/review.md", "docs/performance.md")
 # Docs whose numbers are definitions, not results of a run.
 NOT_RESULTS = {"docs/S1MB_SCORING.md": "the S1MB scoring specification: its numbers define the metric"}
 QUOTED_REASONS = ("research", "version")
