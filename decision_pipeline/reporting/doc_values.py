@@ -34,6 +34,14 @@ class Missing(PipelineError):
     """A cited file or key does not exist (the message says which and what to do)."""
 
 
+class MissingFile(Missing):
+    """A cited file does not exist; `rel` names it, so a doc citing it many times can say so once."""
+
+    def __init__(self, rel: str):
+        super().__init__(f"{rel} not found; the file was renamed or removed: cite its new path or delete the claim")
+        self.rel = rel
+
+
 def source_path(source: str) -> str:
     """`rl` -> `metrics/rl.json`; a path with a data-file suffix stays as written."""
     return source if source.endswith((".json", ".yaml", ".yml")) else f"metrics/{source}.json"
@@ -50,7 +58,7 @@ class Sources:
         if rel not in self._files:
             path = self.root / rel
             if not path.is_file():
-                raise Missing(f"{rel} not found; the file was renamed or removed: cite its new path or delete the claim")
+                raise MissingFile(rel)
             text = path.read_text(encoding="utf-8")
             if rel.endswith(".json"):
                 try:

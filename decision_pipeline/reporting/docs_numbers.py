@@ -36,7 +36,7 @@ from pathlib import Path
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
-from decision_pipeline.reporting.doc_values import Sources, evaluate, render
+from decision_pipeline.reporting.doc_values import MissingFile, Sources, evaluate, render
 
 # Docs whose numbers are not yet generated: the check skips their unmarked numbers. Shrink it as each is converted.
 NOT_YET_CONVERTED = ("docs/gpu.md", "docs/review.md", "docs/performance.md")
@@ -86,6 +86,7 @@ def split_body(body: str) -> tuple[str, str | None]:
 def regenerate(text: str, doc: str, sources: Sources) -> Outcome:
     """Every marker's value recomputed from its sources; each unreadable marker is one error line."""
     out = Outcome(text="")
+    gone: dict[str, list] = {}                # a missing file: its first error and how often it is cited
     lines = text.split("\n")
     for i, line in enumerate(lines):
         where = f"{doc}:{i + 1}"
@@ -103,6 +104,12 @@ def regenerate(text: str, doc: str, sources: Sources) -> Outcome:
             expr, spec = split_body(body)
             try:
                 new = render(evaluate(expr, sources), spec)
+            except MissingFile as exc:
+                if exc.rel not in gone:
+                    gone[exc.rel] = [len(out.errors), 0]
+                    out.errors.append(f"{where}: {exc}")
+                gone[exc.rel][1] += 1
+                return m.group(0)
             except PipelineError as exc:
                 out.errors.append(f"{where}: {exc} [marker {expr.strip()!r}]")
                 return m.group(0)
@@ -114,6 +121,9 @@ def regenerate(text: str, doc: str, sources: Sources) -> Outcome:
             return f"<!--m {body.strip()}-->{new}<!--/m-->"
 
         lines[i] = MARK.sub(one, line)
+    for index, count in gone.values():
+        if count > 1:
+            out.errors[index] += f" (cited by {count} markers of {doc}; the first is here)"
     out.text = "\n".join(lines)
     return out
 

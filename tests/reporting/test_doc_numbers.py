@@ -136,13 +136,16 @@ def test_a_cited_key_that_no_longer_exists_is_one_line_naming_doc_line_and_key(t
     assert (root / "docs/rl.md").read_text() == before       # nothing written
 
 
-def test_a_cited_file_that_no_longer_exists_is_one_line(tmp_path):
+def test_a_cited_file_that_no_longer_exists_is_one_line_per_doc(tmp_path):
     root = _copy(tmp_path)
     (root / "metrics/rl_select.json").unlink()
     done = _cli(root, "--check", "docs/rl.md")
+    line = _line_of(root / "docs/rl.md", "<!--m rl_select:")
+    cited = (root / "docs/rl.md").read_text().count("<!--m rl_select:")
     assert done.returncode == 2
-    assert all(line.startswith("docs/rl.md:") and "metrics/rl_select.json not found" in line
-               for line in done.stderr.strip().split("\n"))
+    assert done.stderr.strip().split("\n") == [
+        f"docs/rl.md:{line}: metrics/rl_select.json not found; the file was renamed or removed: cite its new path "
+        f"or delete the claim (cited by {cited} markers of docs/rl.md; the first is here)"]
 
 
 # --- markers and expressions -------------------------------------------------------------------------
