@@ -7,10 +7,13 @@ library edit (EDITS) for the most frequent failure not yet addressed; ``Endpoint
 asks any instruct model behind an OpenAI-compatible ``/chat/completions`` endpoint. Every
 edit goes through the prompt checker, so an edit that pastes charter text (or cites a
 section the charter lacks) is refused naming the rule it broke, and garbage answers are
-an error, never a silent no-op.
+an error, never a silent no-op: the endpoint's reply goes through `lm.replies.chat_reply` and
+its content through `parse_answer`, each a one-line error naming the field and what came back.
+A candidate with no failure left is not sent to the improver (there is nothing to address).
 """
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -21,6 +24,7 @@ from typing import Callable
 from decision_pipeline.charter.charter import Charter
 from decision_pipeline.charter.prompts import Prompt, parse_prompt
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.lm.replies import Schema, chat_reply, parse_json, show
 
 # failure flag (checks.voice_flags / rubric.FAILURE_MODES) -> instruction lines (no charter text),
 # tried in order: the second is the stronger rewording for a failure the first did not remove
@@ -71,13 +75,20 @@ class DeterministicImprover:
 
 
 class EndpointImprover:
-    """An instruct model proposes the edit: it answers JSON {"rule": flag, "edit": line}."""
+    """An instruct model proposes the edit: it answers JSON {"rule": flag, "edit": line}.
+
+    One request per revision, bounded by `timeout_s` (improve.timeout_s): no retries, the loop
+    is cheap to rerun and a hung server must not hold the stage."""
     name = "endpoint"
 
     def __init__(self, base_url: str, model: str, timeout_s: float = 60.0):
         self.url, self.model, self.timeout_s = base_url.rstrip("/") + "/chat/completions", model, timeout_s
+        self.schema = Schema(self.url, "the improver must be an OpenAI-compatible chat endpoint: check improve.base_url "
+                                       "and improve.model")
 
     def propose(self, prompt: Prompt, failures: dict[str, int], applied: list[str]) -> tuple[str, str] | None:
+        if not any(n > 0 for n in failures.values()):
+            return None   # nothing left to address: no request, no rule to name
         ask = ("You improve a prompt for a reflection generator. Its failures by rule (count): "
                + json.dumps(failures) + ". Rules already addressed: " + json.dumps(applied)
                + '. Answer only JSON {"rule": <one failure rule>, "edit": <one instruction line to append>}; '
@@ -88,21 +99,37 @@ class EndpointImprover:
                                      headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                content = json.loads(resp.read())["choices"][0]["message"]["content"]
-            answer = json.loads(content)
+                raw = resp.read()
         except urllib.error.HTTPError as exc:
             raise PipelineError(f"improver {self.url} answered HTTP {exc.code}; check the improver model name") from None
-        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-            raise PipelineError(f"improver {self.url} answered garbage or is unreachable ({exc.__class__.__name__}); "
-                                'it must answer JSON {"rule": ..., "edit": ...}') from None
-        rule_name, edit = (answer.get("rule"), answer.get("edit")) if isinstance(answer, dict) else (None, None)
-        if not isinstance(rule_name, str) or rule_name not in failures:
-            raise PipelineError(f"improver {self.url}: rule {rule_name!r} is not one of the failures "
-                                f"({', '.join(failures) or 'none'})")
-        if not isinstance(edit, str) or not edit.strip() or len(edit) > MAX_EDIT_CHARS:
-            raise PipelineError(f"improver {self.url}: edit must be one non-empty line of at most "
-                                f"{MAX_EDIT_CHARS} characters")
-        return rule_name, " ".join(edit.split())
+        except (OSError, http.client.HTTPException) as exc:
+            raise PipelineError(f"improver {self.url} is unreachable or gave no answer within {self.timeout_s:g}s "
+                                f"({getattr(exc, 'reason', exc)}); start the server, fix improve.base_url or raise "
+                                "improve.timeout_s") from None
+        content = chat_reply(parse_json(raw, self.schema), self.schema)
+        return parse_answer(content, failures, self.url)
+
+
+def parse_answer(content: str, failures: dict[str, int], where: str) -> tuple[str, str]:
+    """(rule, edit) from the improver's answer: a JSON object whose rule is one of `failures` and whose
+    edit is one non-empty line of at most MAX_EDIT_CHARS characters (whitespace collapsed)."""
+    try:
+        answer = json.loads(content)
+    except ValueError:
+        raise PipelineError(f"improver {where} answered garbage: the answer (choices[0].message.content) is not JSON "
+                            f"({show(content)}); "
+                            'it must answer JSON {"rule": ..., "edit": ...}') from None
+    if not isinstance(answer, dict):
+        raise PipelineError(f"improver {where} answered garbage: the answer is {show(answer)}, not a JSON object; "
+                            'it must answer JSON {"rule": ..., "edit": ...}')
+    rule_name, edit = answer.get("rule"), answer.get("edit")
+    if not isinstance(rule_name, str) or rule_name not in failures:
+        raise PipelineError(f"improver {where}: rule {rule_name!r} is not one of the failures "
+                            f"({', '.join(failures) or 'none'})")
+    if not isinstance(edit, str) or not edit.strip() or len(edit) > MAX_EDIT_CHARS:
+        raise PipelineError(f"improver {where}: edit must be one non-empty line of at most "
+                            f"{MAX_EDIT_CHARS} characters, got {show(edit)}")
+    return rule_name, " ".join(edit.split())
 
 
 def apply_edit(prompt: Prompt, edit: str, charter: Charter, source: str) -> tuple[str, Prompt]:
@@ -151,8 +178,8 @@ def improve(prompt: Prompt, charter: Charter, reflect_fn: Callable[[Prompt], lis
                "accept_rate": sum(r["verdict"] == "accept" for r in scored) / len(scored) if scored else None,
                "failures": failures, "rule": None, "edit": None}
         history.append(row)
-        if len(history) > max_revisions:
-            break
+        if len(history) > max_revisions or not any(failures.values()):
+            break   # out of revisions, or nothing left to address (no improver is asked then)
         proposal = improver.propose(prompt, failures, applied)
         if proposal is None:
             break

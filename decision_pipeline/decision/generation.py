@@ -56,6 +56,11 @@ class GenerateParams:
                                    "count can change logits, so every worker uses the same)")
     workers: int = rule(run_control=True, min=1, doc="generation processes for the base model (CPU), or GPUs with one engine each; "
                                    "chunk i goes to worker i mod workers and chains.jsonl is the same for any value")
+    teacher_deadline_s: float = rule(run_control=True, gt=0.0, default=900.0,
+                                     doc="seconds one teacher request may take in all: every attempt (each at most "
+                                         "teacher_timeout_s) and the back-off between retries; then it fails naming "
+                                         "this key. A server that stops answering GET /models fails within about a "
+                                         "minute whatever this is")
 
 
 def record_id(question_id: str, source: str, sample: int) -> str:
@@ -154,7 +159,8 @@ def teacher_source(p: GenerateParams, tok: PreTrainedTokenizerBase, spent: int =
     cap = max(p.teacher_token_cap - spent, 0) if p.teacher_token_cap else None
     teacher = make_backend("openai", base_url=p.teacher_base_url, model=p.teacher_model,
                            concurrency=p.concurrency, tokenizer=tok, token_cap=cap,
-                           timeout_s=p.teacher_timeout_s, timeout_key="generate.teacher_timeout_s")
+                           timeout_s=p.teacher_timeout_s, timeout_key="generate.teacher_timeout_s",
+                           deadline_s=p.teacher_deadline_s, deadline_key="generate.teacher_deadline_s")
     teacher.probe()
     return teacher
 

@@ -3,10 +3,13 @@
 Why all at once: a GPU run otherwise finds its missing model directory, S1MB export or endpoint
 one at a time, each after hours of pretraining. Every check returns failure lines (key: what is
 wrong; what to do) instead of raising, so one run lists them all. Nothing is written anywhere:
-tokenizers load from their directories only (no weights), endpoints get a GET and a tokenize call.
+tokenizers load from their directories only (no weights), weight files are read up to the end of
+their headers (`lm.weights`), endpoints get a GET and a tokenize call whose replies go through the
+schemas of `lm.replies`.
 """
 from __future__ import annotations
 
+import http.client
 import importlib.metadata
 import importlib.util
 import json
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.lm.replies import ReplyError, Schema, models_reply, parse_json, tokenize_reply
 from decision_pipeline.questions.schema import ANSWER_PREFIX, LABELS, THINK_CLOSE, THINK_OPEN
 from decision_pipeline.preflight.plan import _get, failures, memory_plan, read_shape
 
@@ -103,29 +107,48 @@ def load_tokenizer(path: str, key: str) -> tuple[Any, list[str]]:
                       "tokenizer_config.json into the model directory"]
 
 
-def _http_json(url: str, body: dict | None = None) -> Any:
+def _http_json(url: str, schema: Schema, body: dict | None = None) -> Any:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=ENDPOINT_TIMEOUT_S) as resp:  # noqa: S310 - local endpoints
-        return json.loads(resp.read().decode())
+        return parse_json(resp.read(), schema)
+
+
+def endpoint_encoder(key: str, base_url: str, model: str) -> Callable[[str], list[int]]:
+    """Text -> ids as the server's tokenizer cuts it (vLLM's `POST /tokenize` at the server root, beside /v1);
+    an unreachable route or a malformed reply is a PipelineError naming `key`."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    schema = Schema(f"{root}/tokenize", f"the teacher must expose vLLM's /tokenize (fix {key} or the server)")
+
+    def encode(text: str) -> list[int]:
+        try:
+            reply = _http_json(f"{root}/tokenize", schema, {"model": model, "prompt": text, "add_special_tokens": False})
+        except (OSError, http.client.HTTPException) as exc:
+            raise PipelineError(f"{root}/tokenize did not return tokens ({getattr(exc, 'reason', exc)}); the teacher "
+                                "must expose vLLM's /tokenize so its tokenizer can be compared with the base's") from None
+        return tokenize_reply(reply, schema)
+    return encode
 
 
 def check_endpoint(key: str, base_url: str, model: str = "", base_tok: Any = None) -> list[str]:
-    """GET /v1/models answers; with `base_tok`, the endpoint's /tokenize gives the base's ids for a probe."""
+    """GET /v1/models answers with a model listing that has `model`; with `base_tok`, the endpoint's /tokenize
+    gives the base's ids for a probe. Malformed replies are one line naming the field (`lm.replies`)."""
     url = base_url.rstrip("/")
+    schema = Schema(f"{url}/models", f"fix {key} (an OpenAI-compatible /v1 URL) or the server")
     try:
-        listing = _http_json(f"{url}/models")
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+        served = models_reply(_http_json(f"{url}/models", schema), schema)
+    except ReplyError as exc:
+        return [f"{key}: {exc}"]
+    except (OSError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", exc)
         return [f"{key}: {url}/models did not answer ({reason}); start the server (README 'Running on GPUs') "
                 f"or fix {key}"]
-    served = [m.get("id") for m in listing.get("data", []) if isinstance(m, dict)]
     if model and model not in served:
         return [f"{key}: {url} serves {served or 'no models'}, not {model!r}; fix the model name or the server"]
     if base_tok is None:
         return []
-    from decision_pipeline.lm.tokenizer_checks import compare_tokenizers, endpoint_encoder
-    encode = endpoint_encoder(url, model or (served[0] if served else ""), ENDPOINT_TIMEOUT_S)
+    from decision_pipeline.lm.tokenizer_checks import compare_tokenizers
+    encode = endpoint_encoder(key, url, model or (served[0] if served else ""))
     try:
         return [f"{key}: {p}" for p in compare_tokenizers(base_tok, None, encode, name="the endpoint's")]
     except PipelineError as exc:
@@ -182,6 +205,37 @@ def check_models(params: dict) -> tuple[Any, list[str]]:
     return base_tok, out
 
 
+def weight_dirs(params: dict) -> list[tuple[str, str, bool]]:
+    """(key, directory, reported elsewhere when absent) of every model directory a stage loads weights from
+    that the profile names: the base model (source: path; its missing directory or config.json is already
+    a tokenizer line) and the served reflection candidates (`serve_model`) that are no pipeline output
+    (`models/...` and `data/...` are made by earlier stages, after the preflight)."""
+    out = []
+    if _get(params, "base_model.source", "") == "path":
+        out.append(("base_model.path", str(_get(params, "base_model.path", "")), True))
+    for name, c in (_get(params, "reflect.candidates", {}) or {}).items():
+        serve = c.get("serve_model") if isinstance(c, dict) and c.get("kind") == "endpoint" else ""
+        if serve and Path(serve).parts[0] not in ("models", "data"):
+            out.append((f"reflect.candidates.{name}.serve_model", str(serve), False))
+    return out
+
+
+def check_weights(params: dict) -> list[str]:
+    """Each model directory's weight files: present, headers intact (a truncated copy is caught), names and
+    shapes those of its config.json (`lm.weights`; headers only, no weight is read)."""
+    from decision_pipeline.lm.weights import weight_problems
+    out = []
+    for key, path, reported in weight_dirs(params):
+        root = Path(path).expanduser()
+        if not (root / "config.json").is_file():
+            if not reported:
+                out.append(f"{key}: {root} is no model directory (no config.json); put the Hugging Face model "
+                           f"directory there or fix {key}")
+            continue
+        out += weight_problems(root, key)
+    return out
+
+
 def check_endpoints(params: dict, base_tok: Any) -> list[str]:
     """Teacher (ids exchanged with the base: tokenizer compared), judge and endpoint reflection candidates."""
     out = []
@@ -211,7 +265,7 @@ def check_plan(params: dict, gpu_gib: float, model_config: str | None) -> list[s
 
 def preflight(params: dict, root: Path, gpu_gib: float, model_config: str | None = None,
               cuda_available: Callable[[], bool] | None = None) -> list[str]:
-    """Every failure line of the profile, in a fixed order (install, models, endpoints, data, memory)."""
+    """Every failure line of the profile, in a fixed order (install, models, weights, endpoints, data, memory)."""
     base_tok, model_errs = check_models(params)
-    return (check_torch(params, cuda_available) + model_errs + check_endpoints(params, base_tok)
+    return (check_torch(params, cuda_available) + model_errs + check_weights(params) + check_endpoints(params, base_tok)
             + check_s1mb(params) + check_reviews(params, root) + check_plan(params, gpu_gib, model_config))

@@ -40,7 +40,7 @@ def checks() -> CheckParams:
 
 
 class Stub(ThreadingHTTPServer):
-    """Answers each POST with the next scripted chat content (RAW:... sent as the body)."""
+    """Answers each POST with the next scripted chat content (RAW:<body> sends <body> as the whole reply)."""
     daemon_threads = True
 
     def __init__(self, script: list[str]):
@@ -52,7 +52,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         self.server.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
         content = self.server.script.pop(0)
-        data = content.encode() if content.startswith("RAW:") else json.dumps(
+        data = content[4:].encode() if content.startswith("RAW:") else json.dumps(
             {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

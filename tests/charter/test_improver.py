@@ -52,15 +52,74 @@ def test_endpoint_improver_edit_becomes_the_next_version(stub, charter):
 
 
 @pytest.mark.parametrize("answer,match", [
-    ("not json at all", "answered garbage"),
-    ("RAW:<html>502</html>", "answered garbage"),
+    ("not json at all", r"the answer \(choices\[0\]\.message\.content\) is not JSON \(\"not json at all\"\)"),
+    ("RAW:<html>502</html>", r"the reply is not JSON \('<html>502</html>'\)"),
+    ('RAW:{"choices": "oops"}', r"malformed reply: field choices is \"oops\", expected a non-empty list"),
+    ("RAW:[1, 2]", r"malformed reply: the reply is \[1, 2\], expected a JSON object"),
+    ('RAW:{"choices": []}', r"field choices is \[\], expected a non-empty list"),
+    ('RAW:{"choices": [{"index": 0}]}', r"field choices\[0\]\.message is null, expected a JSON object"),
+    ('RAW:{"choices": [{"message": {"content": null}}]}', r"field choices\[0\]\.message\.content is null, "
+                                                          r"expected a string"),
+    ('RAW:{"choices": [{"message": {"content": ["a"]}}]}', r"content is \[\"a\"\], expected a string"),
+    (json.dumps(["summary", "x"]), r"the answer is \[\"summary\", \"x\"\], not a JSON object"),
     (json.dumps({"rule": "made_up", "edit": "x"}), "rule 'made_up' is not one of the failures"),
+    (json.dumps({"rule": None, "edit": "x"}), "rule None is not one of the failures"),
     (json.dumps({"rule": "summary", "edit": ""}), "edit must be one non-empty line"),
+    (json.dumps({"rule": "summary", "edit": 7}), "edit must be one non-empty line .*got 7"),
 ])
 def test_endpoint_improver_garbage_is_one_error(stub, charter, answer, match):
-    _, imp = stub([answer])
-    with pytest.raises(PipelineError, match=match):
+    """Every malformed reply or answer is one PipelineError line naming the endpoint and the field."""
+    server, imp = stub([answer])
+    with pytest.raises(PipelineError, match=match) as err:
         imp.propose(load_prompt("configs/prompts/small_base.md", charter), {"summary": 2}, [])
+    assert str(err.value).startswith(f"{imp.url}: " if "reply" in str(err.value) else f"improver {imp.url}")
+    assert "\n" not in str(err.value) and len(server.bodies) == 1
+
+
+def test_endpoint_improver_unreachable_or_slow_is_one_error(charter):
+    import socket
+    import threading
+    from decision_pipeline.charter.improver import EndpointImprover
+    prompt = load_prompt("configs/prompts/small_base.md", charter)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(PipelineError, match=r"unreachable or gave no answer within 5s.*improve\.base_url"):
+        EndpointImprover(f"http://127.0.0.1:{port}/v1", "improver", 5.0).propose(prompt, {"summary": 1}, [])
+    with socket.socket() as hung:   # accepts the connection, never answers
+        hung.bind(("127.0.0.1", 0))
+        hung.listen()
+        started = __import__("time").monotonic()
+        with pytest.raises(PipelineError, match=r"no answer within 0.3s .*raise improve\.timeout_s"):
+            EndpointImprover(f"http://127.0.0.1:{hung.getsockname()[1]}/v1", "improver", 0.3).propose(
+                prompt, {"summary": 1}, [])
+        assert __import__("time").monotonic() - started < 3
+    assert threading.active_count() >= 1
+
+
+def test_endpoint_improver_finishes_a_candidate_with_no_failures_left(stub, charter, tmp_path):
+    """The bug of #33.7: once a revision removes the last failure the loop stops there; the endpoint is never
+    asked to name a rule for nothing (it used to answer rule null: 'rule None is not one of the failures')."""
+    from decision_pipeline.charter.improver import improve
+    server, imp = stub([json.dumps({"rule": "summary", "edit": EDITS["summary"][0]}),
+                        json.dumps({"rule": None, "edit": ""})])    # what a model says when asked about nothing
+    prompt = load_prompt("configs/prompts/small_base.md", charter)
+    assert imp.propose(prompt, {}, []) is None and imp.propose(prompt, {"summary": 0}, ["summary"]) is None
+    assert server.bodies == []      # no failures: no request at all
+
+    def reflect_fn(p):
+        return [{"fixed": EDITS["summary"][0] in p.template} for _ in range(4)]
+
+    def judge_fn(rows):
+        return [{"repeat": 0, "flags": {"first_person": [] if r["fixed"] else ["summary"], "observer": []},
+                 "verdict": "accept" if r["fixed"] else "reject"} for r in rows]
+
+    hist = improve(prompt, charter, reflect_fn, judge_fn, imp, max_revisions=5, out_dir=tmp_path)
+    assert [(h["rule"], h["failures"], h["accept_rate"]) for h in hist] == [("summary", {"summary": 4}, 0.0),
+                                                                             (None, {}, 1.0)]
+    assert len(server.bodies) == 1 and server.script == [json.dumps({"rule": None, "edit": ""})]
+    from decision_pipeline.charter.improve_run import _stop_reason
+    assert _stop_reason(hist, 5) == "no failure left"
 
 
 def test_edit_pasting_charter_text_is_refused_with_the_rule(stub, charter):

@@ -367,3 +367,148 @@ def test_teacher_timeout_param_decides_when_a_slow_teacher_fails(prompts):
             short.generate(prompts[:1], SamplingSettings())
         out = teacher_source(params(stub.url, 3.0), tok=None).generate(prompts[:1], SamplingSettings())
         assert [(c.token_ids, c.finish_reason) for c in out] == [([5], "stop")]
+
+
+GOOD_CHOICE = {"index": 0, "text": "a", "token_ids": [5], "finish_reason": "stop"}
+
+
+@pytest.mark.parametrize("reply,field,came_back", [
+    ({"choices": "oops"}, "field choices", '"oops"'),
+    ([GOOD_CHOICE], "the reply", '[{"index": 0'),
+    ({"usage": {}}, "field choices", "null"),
+    ({"choices": ["a"]}, "field choices[0]", '"a"'),
+    ({"choices": [{**GOOD_CHOICE, "token_ids": ["5"]}]}, "field choices[0].token_ids[0]", '"5"'),
+    ({"choices": [{**GOOD_CHOICE, "token_ids": [5, 1.5]}]}, "field choices[0].token_ids[1]", "1.5"),
+    ({"choices": [{**GOOD_CHOICE, "token_ids": [True]}]}, "field choices[0].token_ids[0]", "true"),
+    ({"choices": [{**GOOD_CHOICE, "token_ids": [-1]}]}, "field choices[0].token_ids[0]", "-1"),
+    ({"choices": [{**GOOD_CHOICE, "token_ids": "5 6"}]}, "field choices[0].token_ids", '"5 6"'),
+    ({"choices": [{k: v for k, v in GOOD_CHOICE.items() if k != "text"}]}, "field choices[0].text", "null"),
+    ({"choices": [{**GOOD_CHOICE, "text": 7}]}, "field choices[0].text", "7"),
+    ({"choices": [{**GOOD_CHOICE, "index": "0"}]}, "field choices[0].index", '"0"'),
+    ({"choices": [{**GOOD_CHOICE, "finish_reason": 1}]}, "field choices[0].finish_reason", "1"),
+    ({"choices": [GOOD_CHOICE, GOOD_CHOICE]}, "field choices[*].index", "[0, 0]"),
+    ({"choices": [GOOD_CHOICE], "usage": "lots"}, "field usage", '"lots"'),
+    ({"choices": [GOOD_CHOICE], "usage": {"completion_tokens": "3"}}, "field usage.completion_tokens", '"3"'),
+    ({"choices": [{**GOOD_CHOICE, "text": "x" * 500}], "oops": 1, "usage": {"prompt_tokens": 1.0}},
+     "field usage.prompt_tokens", "1.0"),
+])
+def test_malformed_completions_reply_is_one_line_naming_the_field(reply, field, came_back):
+    """#33.4: every reply goes through the schema: the endpoint, the field and what came back (cut), never
+    an AttributeError; a malformed reply is not retried (the server answered)."""
+    with stub_server(lambda i, body: (200, reply)) as stub:
+        with pytest.raises(PipelineError) as err:
+            _backend(stub.url, max_retries=3).generate([[1, 2]], SamplingSettings())
+        assert stub.count == 1
+    msg = str(err.value)
+    assert msg.startswith(f"{stub.url}/completions: malformed reply: {field} is {came_back}"), msg
+    assert "\n" not in msg and len(msg) < 400 and "generate.teacher_base_url" in msg
+
+
+def test_non_json_and_huge_replies_are_cut(prompts):
+    with stub_server(lambda i, body: (200, b"<html>" + b"x" * 5000)) as stub:
+        with pytest.raises(PipelineError, match=r"/completions: the reply is not JSON \('<html>x+'\)") as err:
+            _backend(stub.url).generate(prompts[:1], SamplingSettings())
+    assert len(str(err.value)) < 400
+
+
+class _ModelsStub(_StubHandler):
+    def do_GET(self) -> None:  # noqa: N802
+        status, payload = self.server.models
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@contextlib.contextmanager
+def models_server(status: int, payload: Any) -> Iterator[Any]:
+    stub = _Stub(("127.0.0.1", 0), _ModelsStub)
+    stub.models, stub.count, stub.seen, stub.lock = (status, payload), 0, [], threading.Lock()
+    stub.respond = lambda i, body: (200, {"choices": [GOOD_CHOICE]})
+    thread = threading.Thread(target=stub.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    stub.url = f"http://127.0.0.1:{stub.server_address[1]}/v1"
+    try:
+        yield stub
+    finally:
+        stub.shutdown()
+        stub.server_close()
+
+
+@pytest.mark.parametrize("payload,match", [
+    ([{"id": "t"}], r"/v1/models: malformed reply: the reply is \[\{\"id\": \"t\"\}\], expected a JSON object"),
+    ({"object": "list"}, r"/v1/models: malformed reply: field data is null, expected a list"),
+    ({"data": [{"id": 5}]}, r"field data\[0\]\.id is 5, expected a string"),
+    ({"data": ["t"]}, r"field data\[0\] is \"t\", expected a JSON object"),
+])
+def test_probe_refuses_a_models_reply_that_is_no_listing(payload, match):
+    with models_server(200, payload) as stub:
+        with pytest.raises(PipelineError, match=match):
+            _backend(stub.url).probe()
+    with models_server(200, {"data": [{"id": "t", "object": "model"}]}) as stub:
+        assert _backend(stub.url).probe() == ["t"]
+    with models_server(404, {"error": "no such route"}) as stub:   # a server without the route still answered
+        assert _backend(stub.url).probe() == []
+
+
+def test_deadline_bounds_all_attempts_of_a_hanging_request(prompts):
+    """A teacher that answers GET /models but never a completion: without a deadline, retries x timeout; with
+    `deadline_s` the request fails at the deadline, naming its key."""
+    def hang(i: int, body: dict) -> tuple[int, Any]:
+        time.sleep(3.0)
+        return 200, {"choices": [GOOD_CHOICE]}
+    with models_server(200, {"data": [{"id": "tiny-lm"}]}) as stub:
+        stub.respond = hang
+        started = time.perf_counter()
+        with pytest.raises(PipelineError, match=r"gave no answer within the 1s deadline \(\d attempt\(s\), last: timed "
+                                                r"out.*raise generate\.teacher_deadline_s") as err:
+            _backend(stub.url, timeout_s=0.4, max_retries=10, deadline_s=1.0, liveness_s=0.2,
+                     deadline_key="generate.teacher_deadline_s").generate(prompts[:1], SamplingSettings())
+        took = time.perf_counter() - started
+    assert took < 2.0 and 2 <= stub.count <= 3, (took, stub.count)
+    assert "\n" not in str(err.value)
+
+
+def test_a_server_that_stops_answering_fails_within_two_liveness_checks(prompts):
+    """A hung server (SIGSTOP, a dead host: the connection opens, nothing answers, GET /models neither) fails
+    after two unanswered liveness checks, long before the request's own timeout."""
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(16)      # the kernel completes connections; nobody ever reads or answers
+        url = f"http://127.0.0.1:{hung.getsockname()[1]}/v1"
+        started = time.perf_counter()
+        with pytest.raises(PipelineError, match=r"stopped answering \(no reply for \d+s and GET /models unanswered "
+                                                r"twice\); restart the server or fix generate\.teacher_base_url"):
+            _backend(url, timeout_s=30, deadline_s=60, liveness_s=0.3).generate(prompts[:1], SamplingSettings())
+        assert time.perf_counter() - started < 5
+
+
+def test_first_failure_stops_the_requests_still_waiting(prompts):
+    """One request rejected (HTTP 400) while another hangs: generate fails at once, not after the hang."""
+    def respond(i: int, body: dict) -> tuple[int, Any]:
+        if body["seed"] == 0:
+            time.sleep(0.3)
+            return 400, {"error": {"message": "bad prompt"}}
+        time.sleep(20)
+        return 200, {"choices": [GOOD_CHOICE]}
+    with models_server(200, {"data": []}) as stub:
+        stub.respond = respond
+        started = time.perf_counter()
+        with pytest.raises(PipelineError, match="HTTP 400: bad prompt"):
+            _backend(stub.url, concurrency=2, timeout_s=30, liveness_s=5).generate(prompts[:2], SamplingSettings())
+        assert time.perf_counter() - started < 3
+
+
+def test_teacher_deadline_param_reaches_the_backend():
+    from decision_pipeline.decision.generation import GenerateParams, teacher_source
+    fields = {f.name: f for f in __import__("dataclasses").fields(GenerateParams)}
+    assert fields["teacher_deadline_s"].metadata["run_control"] and fields["teacher_deadline_s"].metadata["doc"]
+    with models_server(200, {"data": [{"id": "t"}]}) as stub:
+        p = GenerateParams(backend="hf", k=1, temperature=0.0, top_p=1.0, max_new_tokens=4, batch_size=1, chunk=1,
+                           max_questions=1, teacher="openai", teacher_base_url=stub.url, teacher_model="t",
+                           concurrency=1, teacher_timeout_s=5.0, teacher_token_cap=0, teacher_usd_per_mtok_in=0.0,
+                           teacher_usd_per_mtok_out=0.0, deadline_minutes=0.0, target_pool_size=1, threads=1,
+                           workers=1, teacher_deadline_s=12.0)
+        teacher = teacher_source(p, tok=None)
+    assert (teacher.deadline_s, teacher.deadline_key) == (12.0, "generate.teacher_deadline_s")

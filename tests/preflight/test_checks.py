@@ -215,3 +215,132 @@ def test_gpu_install_verification_fails_loudly_on_this_cpu_torch():
         pytest.skip("a CUDA torch with a GPU: the CPU-torch refusal cannot be shown here")
     assert run.returncode == 2
     assert run.stderr.splitlines()[0].startswith(f"torch: {torch.__version__}")
+
+
+def _params_with_base(tmp_path: Path, model_dir: Path, **generate) -> Path:
+    """params.yaml of the default profile with the base model taken from `model_dir` (and generate overrides)."""
+    import yaml
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["base_model"].update(source="path", path=str(model_dir))
+    params["generate"].update(generate)
+    out = tmp_path / "params.yaml"
+    out.write_text(yaml.safe_dump(params, sort_keys=False))
+    return out
+
+
+@pytest.mark.parametrize("damage", ["weightless", "truncated"])
+def test_cli_refuses_a_weightless_or_truncated_model_directory_in_seconds(tmp_path, model_dir, damage):
+    """#33.3 must-show: `make preflight` (this CLI) refuses the directory with one line naming the file and
+    what to do, exit 2, before any stage runs; nothing is written."""
+    weights = model_dir / "model.safetensors"
+    if damage == "weightless":
+        weights.unlink()
+    else:
+        weights.write_bytes(weights.read_bytes()[:-4096])
+    params = _params_with_base(tmp_path, model_dir)
+    before = _tree(model_dir), _tree(ROOT / "models")
+    start = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "decision_pipeline.preflight", "check", "--params", str(params),
+                          "--gpu-gib", "80"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    took = time.monotonic() - start
+    lines = run.stderr.splitlines()
+    assert run.returncode == 2 and len(lines) == 2 and "Traceback" not in run.stderr, run.stderr
+    expected = (f"base_model.path: {model_dir}: no weights (model.safetensors" if damage == "weightless" else
+                f"base_model.path: {weights}: truncated: the header says the data runs to byte")
+    assert lines[0].startswith(expected) and ("copy the model's weight files" in lines[0] or
+                                              "copy model.safetensors again" in lines[0])
+    assert lines[1].startswith("check: 1 problem(s)")
+    assert took < 60   # seconds on a 2-core CI box, most of it importing torch and transformers
+    assert (_tree(model_dir), _tree(ROOT / "models")) == before
+
+
+def test_weights_of_every_model_directory_the_profile_names(tmp_path, model_dir):
+    from decision_pipeline.preflight.checks import check_weights, weight_dirs
+    cand = {"kind": "endpoint", "serve_model": str(tmp_path / "absent")}
+    params = {"base_model": {"source": "path", "path": str(model_dir)},
+              "reflect": {"candidates": {"local": cand, "made_here": {"kind": "endpoint", "serve_model": "models/base"},
+                                         "ref": {"kind": "reference", "serve_model": ""}}}}
+    assert [k for k, _, _ in weight_dirs(params)] == ["base_model.path", "reflect.candidates.local.serve_model"]
+    assert check_weights(params) == [f"reflect.candidates.local.serve_model: {tmp_path / 'absent'} is no model "
+                                     "directory (no config.json); put the Hugging Face model directory there or fix "
+                                     "reflect.candidates.local.serve_model"]
+    cand["serve_model"] = str(model_dir)
+    assert check_weights(params) == []
+    cfg = json.loads((model_dir / "config.json").read_text())
+    (model_dir / "config.json").write_text(json.dumps({**cfg, "hidden_size": cfg["hidden_size"] * 2}))
+    errs = check_weights(params)
+    assert [e.split(":")[0] for e in errs] == ["base_model.path", "reflect.candidates.local.serve_model"]
+    assert all("model.embed_tokens.weight has shape" in e for e in errs)
+    params["base_model"]["path"] = str(tmp_path / "nowhere")  # the tokenizer check already names it: no 2nd line
+    assert [e.split(":")[0] for e in check_weights(params)] == ["reflect.candidates.local.serve_model"]
+
+
+class _Nonsense:
+    """An endpoint answering with valid HTTP and malformed JSON: GET -> `models`, POST /tokenize -> `tokens`."""
+
+    def __init__(self, models, tokens):
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, obj):
+                body = json.dumps(obj).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                self._send(models)
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self._send(tokens)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+GOOD_MODELS = {"object": "list", "data": [{"id": "teacher"}]}
+
+
+@pytest.mark.parametrize("models,tokens,needle", [
+    ([{"id": "teacher"}], None, "/v1/models: malformed reply: the reply is [{\"id\": \"teacher\"}], expected a JSON object"),
+    ({"data": "teacher"}, None, "/v1/models: malformed reply: field data is \"teacher\", expected a list"),
+    ({"data": [{"name": "teacher"}]}, None, "field data[0].id is null, expected a string"),
+    (GOOD_MODELS, {"tokens": ["a", "b"]}, "/tokenize: malformed reply: field tokens[0] is \"a\", expected a token id"),
+    (GOOD_MODELS, {"tokens": [1, 2.5]}, "field tokens[1] is 2.5, expected a token id"),
+    (GOOD_MODELS, {"count": 3}, "field tokens is null, expected a list"),
+    (GOOD_MODELS, ["x"], "/tokenize: malformed reply: the reply is [\"x\"], expected a JSON object"),
+])
+def test_malformed_endpoint_replies_are_one_line_naming_the_field(tiny, models, tokens, needle):
+    """#33.4: /v1/models and /tokenize replies go through the schema in the preflight (they were
+    AttributeError/ValueError tracebacks)."""
+    _, tok = tiny
+    server = _Nonsense(models, tokens)
+    try:
+        errs = check_endpoint("generate.teacher_base_url", server.url, "teacher", tok)
+    finally:
+        server.close()
+    assert len(errs) == 1 and errs[0].startswith("generate.teacher_base_url: http://127.0.0.1:") and needle in errs[0]
+    assert "fix generate.teacher_base_url" in errs[0] or "vLLM's /tokenize" in errs[0]
+
+
+def test_cli_malformed_teacher_is_exit_2_one_line(tmp_path, tiny_dir):
+    server = _Nonsense([{"id": "teacher"}], None)
+    try:
+        params = _params_with_base(tmp_path, Path(tiny_dir), teacher="openai", teacher_base_url=server.url,
+                                   teacher_model="teacher")
+        run = subprocess.run([sys.executable, "-m", "decision_pipeline.preflight", "check", "--params", str(params),
+                              "--gpu-gib", "80"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    finally:
+        server.close()
+    lines = run.stderr.splitlines()
+    assert run.returncode == 2 and "Traceback" not in run.stderr and len(lines) == 2, run.stderr
+    assert lines[0].startswith(f"generate.teacher_base_url: {server.url}/models: malformed reply: the reply is "
+                               '[{"id": "teacher"}], expected a JSON object')
