@@ -223,11 +223,6 @@ def _short(x: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def references(expr: str) -> list[tuple[str, str]]:
-    """The (source, key) pairs an expression cites, in order."""
-    return [(m.group(1), m.group(2)) for m in REF.finditer(STRING.sub('""', expr))]
-
-
 def evaluate(expr: str, sources: Sources) -> Any:
     """The value of a marker expression; a bad expression or a missing key raises with the reason."""
     strings: list[str] = []

@@ -83,13 +83,32 @@ def split_body(body: str) -> tuple[str, str | None]:
     return (m.group("expr"), m.group("spec")) if m else (body.strip(), None)
 
 
+def _hide_examples(line: str, store: list[str]) -> str:
+    """Code spans that show a marker (`<!--m ...-->`) become placeholders, so they are not evaluated."""
+    def hide(m: re.Match) -> str:
+        store.append(m.group(0))
+        return f"\x00{len(store) - 1}\x00"
+    return CODE.sub(lambda m: hide(m) if "<!--" in m.group(0) else m.group(0), line)
+
+
+def _show_examples(line: str, store: list[str]) -> str:
+    return re.sub(r"\x00(\d+)\x00", lambda m: store[int(m.group(1))], line)
+
+
 def regenerate(text: str, doc: str, sources: Sources) -> Outcome:
     """Every marker's value recomputed from its sources; each unreadable marker is one error line."""
     out = Outcome(text="")
     gone: dict[str, list] = {}                # a missing file: its first error and how often it is cited
     lines = text.split("\n")
-    for i, line in enumerate(lines):
+    fenced = False
+    for i, raw in enumerate(lines):
         where = f"{doc}:{i + 1}"
+        if raw.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        if fenced:
+            continue                              # a marker in a code block is an example, not a claim
+        examples: list[str] = []
+        line = _hide_examples(raw, examples)
         if len(OPEN.findall(line)) != len(MARK.findall(line)) or line.count("<!--/m-->") != len(MARK.findall(line)):
             out.errors.append(f"{where}: a <!--m ...--> marker without its <!--/m--> on the same line (or the reverse); "
                               f"close it on the line it opens")
@@ -120,7 +139,7 @@ def regenerate(text: str, doc: str, sources: Sources) -> Outcome:
                 out.changes.append(Change(line_no, body.strip(), old, new))
             return f"<!--m {body.strip()}-->{new}<!--/m-->"
 
-        lines[i] = MARK.sub(one, line)
+        lines[i] = _show_examples(MARK.sub(one, line), examples)
     for index, count in gone.values():
         if count > 1:
             out.errors[index] += f" (cited by {count} markers of {doc}; the first is here)"
@@ -150,8 +169,10 @@ def _check_block(m: re.Match, doc: str, text: str, root: Path) -> str | None:
 
 def unmarked_numbers(text: str, doc: str, root: Path) -> list[str]:
     """One line per result number outside a marker, code, or a measured/quoted span (see the module doc)."""
+    text = FENCE.sub(_blank, text)
+    text = CODE.sub(lambda m: _blank(m) if "<!--" in m.group(0) else m.group(0), text)   # markers shown as examples
     problems = [p for m in BLOCK.finditer(text) if (p := _check_block(m, doc, text, root))]
-    for pattern in (FENCE, BLOCK, MARK, COMMENT, CODE):
+    for pattern in (BLOCK, MARK, COMMENT, CODE):
         text = pattern.sub(_blank, text)
     for stray in ("<!--", "-->"):
         if stray in text:
