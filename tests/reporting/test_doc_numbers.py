@@ -205,6 +205,14 @@ def test_regenerate_reports_each_bad_marker_with_doc_and_line(sources):
     assert "has no key 'gain.dif'" in out.errors[0] and "without its <!--/m-->" in out.errors[1] and "'--'" in out.errors[2]
 
 
+def test_markers_shown_as_code_are_examples(sources):
+    text = "the form `<!--m m:gone %.2f-->0.25<!--/m-->` and\n```\n<!--m m:gone-->1<!--/m-->\n```\nreal <!--m m:n-->1<!--/m-->"
+    out = dn.regenerate(text, "docs/x.md", sources)
+    assert not out.errors
+    assert [(c.line, c.new) for c in out.changes] == [(5, "1,999")]
+    assert out.text.split("\n")[:4] == text.split("\n")[:4]
+
+
 # --- what counts as a result number ------------------------------------------------------------------
 
 @pytest.mark.parametrize("text,flagged", [
@@ -218,6 +226,7 @@ def test_regenerate_reports_each_bad_marker_with_doc_and_line(sources):
     ("`temperature: 0.8` and [a link](docs/v1.2.md)", []),
     ("```\nlr: 0.002\n```", []),
     ("<!--m m:n-->1,999<!--/m--> docs", []),
+    ("`<!--quoted rumour-->` shows 1,999 here", ["1,999"]),
     ("<!--quoted research-->310.7 ppl<!--/quoted-->", []),
     ("<!--measured docs/x.md 2026-12-03-->\n7.0\u20137.4 s\n<!--/measured-->", []),
 ])
