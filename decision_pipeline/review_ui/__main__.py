@@ -1,7 +1,13 @@
-"""`python -m decision_pipeline.review_ui [serve|export|sync|add-reviewer NAME]` — the review web app.
+"""`python -m decision_pipeline.review_ui [serve|export|sync|add-reviewer [--reset] NAME|remove-reviewer NAME]`
+— the review web app.
 
 add-reviewer NAME: make a reviewer account in the live store and print its one-time sign-in
   secret (the store keeps only its scrypt hash); names are case-folded, [a-z0-9_-], 1-40.
+add-reviewer --reset NAME: a new secret for an existing reviewer (printed once); the old one
+  stops working and every browser signed in as them is signed out.
+remove-reviewer NAME: delete the account, sign them out everywhere and drop their unsent drafts;
+  their reviews and comments stay in the store and in the export (re-adding the name gives the
+  person a new secret and the same reviews).
 
 serve (default; `make review-ui`): copy the pipeline's reflections into the live review
   store, then serve the app with waitress on REVIEW_UI_HOST:REVIEW_UI_PORT.
@@ -27,7 +33,7 @@ from pathlib import Path
 from decision_pipeline.charter import store
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.yamlio import load_yaml
-from decision_pipeline.review_ui import queries
+from decision_pipeline.review_ui import accounts, queries
 from decision_pipeline.review_ui.app import config_from_env, create_app
 
 DEFAULT_PORT = 8765
@@ -66,29 +72,53 @@ def sync_annotations(live: str, source: str) -> int:
         dst.close()
 
 
+def _accounts_command(store_path: str, command: str, raw_name: str | None, reset: bool) -> int:
+    """add-reviewer [--reset] / remove-reviewer on the live store; prints what was done."""
+    if not raw_name:
+        raise PipelineError(f"{command} needs a NAME: python -m decision_pipeline.review_ui {command} ada")
+    if command == "remove-reviewer" and not Path(store_path).is_file():
+        raise PipelineError(f"{store_path}: no review store, so no reviewer to remove")
+    conn = store.open_store(store_path)
+    try:
+        queries.ensure_ui_tables(conn)
+        if command == "remove-reviewer":
+            name, n = queries.clean_reviewer(raw_name), accounts.remove_reviewer(conn, raw_name)
+            print(f"reviewer '{name}' removed from {store_path}: {n['sessions']} session(s) signed out, "
+                  f"{n['drafts']} draft(s) dropped; their {n['reviews']} review(s) and {n['comments']} "
+                  "comment(s) are kept (and exported)")
+            return 0
+        if reset:
+            name, secret, revoked = accounts.reset_reviewer(conn, raw_name)
+            print(f"reviewer '{name}': new secret in {store_path}, the old one no longer works and "
+                  f"{revoked} session(s) were signed out; their one-time sign-in secret (shown once, "
+                  f"only its hash is kept):\n{secret}")
+            return 0
+        name, secret = accounts.add_reviewer(conn, raw_name)
+    finally:
+        conn.close()
+    print(f"reviewer '{name}' added to {store_path}; their one-time sign-in secret (shown once, "
+          f"only its hash is kept):\n{secret}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m decision_pipeline.review_ui", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", nargs="?", default="serve", choices=("serve", "export", "sync", "add-reviewer"))
-    ap.add_argument("name", nargs="?", help="add-reviewer: the reviewer's name (a-z, 0-9, '-', '_')")
+    ap.add_argument("command", nargs="?", default="serve",
+                    choices=("serve", "export", "sync", "add-reviewer", "remove-reviewer"))
+    ap.add_argument("name", nargs="?", help="add-reviewer, remove-reviewer: the reviewer's name (a-z, 0-9, '-', '_')")
+    ap.add_argument("--reset", action="store_true",
+                    help="add-reviewer: a new secret for an existing reviewer; signs them out everywhere")
     ap.add_argument("--out", help="export: output file [params.yaml reviews.import_path, else reviews/export.jsonl]")
     ap.add_argument("--params", default="params.yaml")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)   # `add-reviewer --reset ada`: the flag may sit between the two
     cfg = config_from_env()
     source = os.environ.get("REVIEW_ANNOTATIONS", "data/reviews/store.sqlite")
     try:
-        if args.command == "add-reviewer":
-            if not args.name:
-                raise PipelineError("add-reviewer needs a NAME: python -m decision_pipeline.review_ui add-reviewer ada")
-            conn = store.open_store(cfg.store_path)
-            try:
-                queries.ensure_ui_tables(conn)
-                name, secret = queries.add_reviewer(conn, args.name)
-            finally:
-                conn.close()
-            print(f"reviewer '{name}' added to {cfg.store_path}; their one-time sign-in secret (shown once, "
-                  f"only its hash is kept):\n{secret}")
-            return 0
+        if args.reset and args.command != "add-reviewer":
+            raise PipelineError(f"--reset belongs to add-reviewer, not {args.command}")
+        if args.command in ("add-reviewer", "remove-reviewer"):
+            return _accounts_command(cfg.store_path, args.command, args.name, args.reset)
         if args.command == "export":
             if not Path(cfg.store_path).is_file():
                 raise PipelineError(f"{cfg.store_path}: no review store yet; start the UI (make review-ui) and review")

@@ -6,11 +6,12 @@ rubric, and argue about each other's verdicts; everything they write goes straig
 into the pipeline's review store, whose export `judge_agreement` reads.
 
 Identity: a reviewer account made by `python -m decision_pipeline.review_ui add-reviewer NAME`
-(a one-time secret is printed; the store keeps its scrypt hash) and a signed session cookie that
-rotates on sign-in and expires; the names are what the export records. Forms carry a CSRF token,
-redirects stay on the site and pages forbid framing and inline script (review_ui/security.py). Rules enforced here, each with a message on the page and
-nothing written: an empty name, a score outside 1-5, a missing voice, a second review
-of one reflection by one reviewer, editing someone else's review.
+(a one-time secret is printed; the store keeps its scrypt hash); sign-in is throttled and each
+session is a row in the store that sign-out revokes (review_ui/auth.py); the names are what the
+export records. Forms carry a CSRF token, redirects stay on the site and pages forbid framing and
+inline script (review_ui/security.py). Rules enforced here, each with a message on the page and
+nothing written: a score outside 1-5, a missing voice, a second review of one reflection by one
+reviewer, editing someone else's review, an edit without the version it started from (409).
 """
 from __future__ import annotations
 
@@ -20,22 +21,21 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import wraps
 
-from flask import (Flask, abort, current_app, flash, g, jsonify, redirect, render_template, request, session,
-                   url_for)
+from flask import Flask, abort, current_app, flash, jsonify, redirect, render_template, request, session, url_for
 
 from decision_pipeline.charter import store
 from decision_pipeline.charter.charter import Charter, load_charter
 from decision_pipeline.charter.rubric import (DIMENSION_DOCS, DIMENSIONS, VERDICTS, VOICE_LABELS, VOICES,
                                               verdict_rule)
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.review_ui import queries, security
+from decision_pipeline.review_ui import auth, queries, security
+from decision_pipeline.review_ui.context import close_db, db
 from decision_pipeline.review_ui.render import voice_views
+from decision_pipeline.review_ui.throttle import ThrottleRules
 
 
 QUEUE_SHOWN = 50        # queue rows listed on the page (the count covers all)
-
-
-SESSION_HOURS = 12      # a sign-in lasts a working day
+SESSION_HOURS = 12      # a sign-in lasts a working day (cookie and server-side session alike)
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class UIConfig:
     charter_path: str
     secret_key: str
     trusted_hosts: tuple[str, ...] = ()   # Host headers served (the bound host:port); () = any (tests)
+    throttle: ThrottleRules = ThrottleRules()   # sign-in tries per name / address and the lock-out
 
 
 def _refuse_foreign_posts():
@@ -78,8 +79,9 @@ def create_app(cfg: UIConfig) -> Flask:
     if cfg.trusted_hosts:  # a DNS-rebinding page resolves its own name to 127.0.0.1: its Host is refused
         app.config["TRUSTED_HOSTS"] = list(cfg.trusted_hosts)
     app.extensions["charter"] = charter
-    app.teardown_appcontext(_close_db)
+    app.teardown_appcontext(close_db)
     app.before_request(_refuse_foreign_posts)
+    auth.install(app, cfg.throttle)
     app.after_request(_security_headers)
     app.context_processor(lambda: {"me": session.get("reviewer"), "VOICES": VOICES, "DIMENSIONS": DIMENSIONS,
                                    "csrf_token": lambda: security.csrf_token(session),
@@ -89,19 +91,6 @@ def create_app(cfg: UIConfig) -> Flask:
                                    "my_progress": _my_progress})
     _routes(app)
     return app
-
-
-def db() -> sqlite3.Connection:
-    """This request's connection (WAL, busy timeout 30 s), opened on first use."""
-    if "db" not in g:
-        g.db = store.open_store(current_app.config["STORE_PATH"])
-    return g.db
-
-
-def _close_db(_exc: BaseException | None) -> None:
-    conn = g.pop("db", None)
-    if conn is not None:
-        conn.close()
 
 
 def _my_progress() -> dict | None:
@@ -180,30 +169,6 @@ def _routes(app: Flask) -> None:
     @app.get("/")
     def index():
         return redirect(url_for("queue_view") if session.get("reviewer") else url_for("login"))
-
-    @app.route("/login", methods=["GET", "POST"])
-    def login():
-        error, name = None, ""
-        if request.method == "POST":
-            name = request.form.get("name", "")
-            try:
-                canonical = queries.clean_reviewer(name)
-                if not security.secret_matches(queries.secret_hash(db(), canonical), request.form.get("secret", "")):
-                    raise PipelineError("Unknown reviewer or wrong secret (ask for an account: "
-                                        "python -m decision_pipeline.review_ui add-reviewer NAME)")
-                session.clear()                      # a new session on sign-in: nothing carries over
-                session.permanent = True
-                session["reviewer"] = canonical
-                security.csrf_token(session)
-                return redirect(security.safe_redirect_target(request.args.get("next"), url_for("queue_view")))
-            except PipelineError as e:
-                error = str(e)
-        return render_template("login.html", error=error, name=name), 400 if error else 200
-
-    @app.post("/logout")
-    def logout():
-        session.clear()
-        return redirect(url_for("login"))
 
     @app.get("/queue")
     @login_required
@@ -294,8 +259,12 @@ def _routes(app: Flask) -> None:
         rev, ann, errors = _own_review(review_id)
         if errors:
             return _page(ann, errors=errors, status=403)
-        fields, errors = queries.review_from_form(request.form)
         action = url_for("edit_review_post", review_id=review_id)
+        if not request.form.get("version"):      # not from the edit page: never overwrite blindly
+            e = queries.StaleEdit(rev, missing=True)
+            return _page(ann, form=queries.form_from_review(rev), errors=[str(e)], editing=rev, action=action,
+                         status=409)
+        fields, errors = queries.review_from_form(request.form)
         if errors:
             return _page(ann, form=request.form, errors=errors, editing=rev, action=action, status=400)
         try:

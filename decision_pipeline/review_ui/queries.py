@@ -2,8 +2,9 @@
 progress counts, server-side drafts and editing one's own review.
 
 Why: the store (decision_pipeline.charter.store) owns the schema of what the pipeline
-reads (annotations, reviews, review_comments); the UI adds only a ``review_drafts``
-table (never exported) so a half-filled form survives a closed tab, and every write
+reads (annotations, reviews, review_comments); the UI adds a ``review_drafts`` table
+(never exported) so a half-filled form survives a closed tab, and the accounts and
+sessions tables of review_ui/accounts.py (never exported either). Every write
 here is one SQLite transaction on the store's WAL database, so several reviewers can
 submit at once.
 """
@@ -18,13 +19,12 @@ from typing import Mapping
 
 from decision_pipeline.charter.rubric import DIMENSIONS, VERDICTS, VOICES, validate_scores
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.review_ui.accounts import add_reviewer, ensure_account_tables, secret_hash  # noqa: F401 (re-exported)
 
 _DRAFTS = """CREATE TABLE IF NOT EXISTS review_drafts (
     annotation_id TEXT NOT NULL REFERENCES annotations(id), reviewer TEXT NOT NULL CHECK (length(reviewer) > 0),
     fields TEXT NOT NULL CHECK (json_valid(fields)), updated_at TEXT NOT NULL,
     PRIMARY KEY (annotation_id, reviewer))"""
-_REVIEWERS = """CREATE TABLE IF NOT EXISTS review_accounts (
-    name TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 40), secret_hash TEXT NOT NULL, created_at TEXT NOT NULL)"""
 MAX_NOTES = 5000          # characters in review notes or a comment body
 MAX_NAME = 40             # characters in a reviewer name
 
@@ -35,30 +35,10 @@ def now() -> str:
 
 
 def ensure_ui_tables(conn: sqlite3.Connection) -> None:
-    """Create the UI's own tables (drafts, reviewer accounts) next to the store's tables."""
+    """Create the UI's own tables (drafts, reviewer accounts and sessions) next to the store's tables."""
     with conn:
         conn.execute(_DRAFTS)
-        conn.execute(_REVIEWERS)
-
-
-def add_reviewer(conn: sqlite3.Connection, raw_name: str) -> tuple[str, str]:
-    """(name, one-time secret) of a new reviewer account; the store keeps only the secret's hash.
-    A name taken (after normalisation: "Ada" is "ada") is refused."""
-    from decision_pipeline.review_ui.security import new_secret, normalise_name
-
-    name = normalise_name(raw_name)
-    secret, digest = new_secret()
-    with conn:
-        if conn.execute("SELECT 1 FROM review_accounts WHERE name = ?", (name,)).fetchone():
-            raise PipelineError(f"reviewer '{name}' exists already; pick another name")
-        conn.execute("INSERT INTO review_accounts (name, secret_hash, created_at) VALUES (?, ?, ?)",
-                     (name, digest, now()))
-    return name, secret
-
-
-def secret_hash(conn: sqlite3.Connection, name: str) -> str | None:
-    row = conn.execute("SELECT secret_hash FROM review_accounts WHERE name = ?", (name,)).fetchone()
-    return row[0] if row else None
+    ensure_account_tables(conn)
 
 
 def review_version(rev: Mapping) -> str:
@@ -223,18 +203,23 @@ def get_review(conn: sqlite3.Connection, rid: str) -> dict | None:
 class StaleEdit(PipelineError):
     """The review changed since the edit form was loaded (carries the newer review)."""
 
-    def __init__(self, newer: dict):
-        super().__init__("This review was changed in another tab or window since you opened it; "
-                         "the newer version is shown below: apply your edit to it")
+    def __init__(self, newer: dict, missing: bool = False):
+        super().__init__(
+            "This edit was sent without the version it started from, so it could overwrite a newer "
+            "edit; nothing was written. The current review is shown below: edit it here and save"
+            if missing else
+            "This review was changed in another tab or window since you opened it; "
+            "the newer version is shown below: apply your edit to it")
         self.newer = newer
 
 
-def update_review(conn: sqlite3.Connection, rid: str, reviewer: str, fields: Mapping,
-                  version: str | None = None) -> None:
+def update_review(conn: sqlite3.Connection, rid: str, reviewer: str, fields: Mapping, version: str | None) -> None:
     """Replace scores, verdict and notes of reviewer's own review `rid` in one transaction.
 
     Refuses (PipelineError, nothing written) a review that does not exist or is someone
-    else's; the ownership test and the write happen under one write lock.
+    else's; the ownership test and the write happen under one write lock. `version` is the
+    review_version the edit started from: an edit without one (None or "") is refused like a
+    stale one (StaleEdit), so optimistic concurrency is never skipped by leaving the field out.
     """
     scores = validate_scores(fields["scores"], f"review '{rid}'")
     if fields["verdict"] not in VERDICTS:
@@ -247,8 +232,8 @@ def update_review(conn: sqlite3.Connection, rid: str, reviewer: str, fields: Map
         if row[0] != reviewer:
             raise PipelineError(f"This review is by {row[0]}; you ({reviewer}) can comment on it but not edit it")
         current = {"scores": json.loads(row[1]), "verdict": row[2], "notes": row[3]}
-        if version is not None and version != review_version(current):
-            raise StaleEdit(current)
+        if not version or version != review_version(current):
+            raise StaleEdit(current, missing=not version)
         conn.execute("UPDATE reviews SET scores = ?, verdict = ?, notes = ? WHERE id = ? AND reviewer = ?",
                      (json.dumps(scores, sort_keys=True), fields["verdict"], fields["notes"], rid, reviewer))
 

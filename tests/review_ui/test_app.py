@@ -178,11 +178,13 @@ def test_own_review_can_be_edited_with_validation(ada, store_path):
     rid = queries.review_id("ref_cite_right/ann-02", "ada")
     page = ada.get(f"/r/{rid}/edit").data.decode()
     assert 'id="score-observer-voice_tone-4" value="4" checked' in page
+    version = page.split('name="version" value="', 1)[1].split('"', 1)[0]
     bad = filled_form(2, "reject")
     bad[queries.score_field("observer", "relevance")] = "9"
-    assert ada.post(f"/r/{rid}/edit", data=bad).status_code == 400
+    assert ada.post(f"/r/{rid}/edit", data={**bad, "version": version}).status_code == 400
     assert review_rows(store_path)[0]["verdict"] == "accept"
-    assert ada.post(f"/r/{rid}/edit", data=filled_form(2, "reject", "changed my mind")).status_code == 302
+    good = {**filled_form(2, "reject", "changed my mind"), "version": version}
+    assert ada.post(f"/r/{rid}/edit", data=good).status_code == 302
     [row] = review_rows(store_path)
     assert (row["verdict"], row["notes"], json.loads(row["scores"])["observer"]["relevance"]) == \
         ("reject", "changed my mind", 2)

@@ -5,7 +5,9 @@ Signs in (an empty name first), loads the queue, fills the rubric, lets the auto
 keep a draft, closes the browser and finds the draft again in a new one, submits a
 review with a voice missing (refused), then complete, comments with a thread verdict,
 and checks the rows in the SQLite store. Set REVIEW_UI_SCREENSHOT=docs/review_ui.png
-to write the screenshot of the filled form that the README shows.
+to write the screenshot of the filled form that the README shows. Also: the sign-in form's
+`pattern` compiles in Chromium (no console error) and validates; the 6th wrong secret shows the
+429 page; a cookie copied before sign-out lands on the sign-in page in another browser.
 
 Setup installs what is absent: selenium at the version pinned in requirements.lock
 (pip), chromium + chromium-driver (apt-get, as root); it skips, saying why, only when
@@ -16,18 +18,16 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from tests.review_ui.review_helpers import CHARTER, ROOT, make_annotations, rows, url
+from tests.review_ui.live_server import live_server
+from tests.review_ui.review_helpers import ROOT, rows, url
 
-from decision_pipeline.charter import store
 from decision_pipeline.charter.rubric import DIMENSIONS, VOICES
+from decision_pipeline.review_ui.throttle import MAX_FAILURES
 
 pytestmark = pytest.mark.slow
 
@@ -90,6 +90,7 @@ def new_browser():
                   "--window-size=1280,1360"):
             opts.add_argument(a)
         opts.binary_location = browser
+        opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})   # the console, for get_log("browser")
         d = webdriver.Chrome(service=Service(driver), options=opts)
         d.implicitly_wait(5)
         opened.append(d)
@@ -102,46 +103,14 @@ def new_browser():
             pass
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture()
 def server(tmp_path):
-    """The real app in a subprocess; the pipeline's store it syncs reflections from is
-    built here, so the start-up copy is exercised too. Yields (base url, live store path)."""
-    pipeline_store = tmp_path / "pipeline.sqlite"
-    conn = store.open_store(pipeline_store)
-    store.add_annotations(conn, make_annotations())
-    conn.close()
-    live, port = tmp_path / "live.sqlite", _free_port()
-    env = dict(os.environ, REVIEW_STORE=str(live), REVIEW_ANNOTATIONS=str(pipeline_store),
-               REVIEW_CHARTER=CHARTER, REVIEW_UI_PORT=str(port), PYTHONPATH=str(ROOT))
-    for name in ("ada", "ben"):  # accounts as a lead makes them; the printed secret is what a reviewer types
-        made = subprocess.run([sys.executable, "-m", "decision_pipeline.review_ui", "add-reviewer", name],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
-        SECRETS[name] = made.stdout.strip().splitlines()[-1]
-    log = open(tmp_path / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "decision_pipeline.review_ui"], cwd=tmp_path, env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 30
-        while True:
-            try:
-                urllib.request.urlopen(base + "/login", timeout=1)
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise AssertionError("review UI did not start: " + (tmp_path / "server.log").read_text())
-                time.sleep(0.1)
-        yield base, str(live)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
+    """The real app in a subprocess (tests.review_ui.live_server); the pipeline's store it syncs
+    reflections from is built there, so the start-up copy is exercised too. Yields (base url, live store)."""
+    with live_server(tmp_path) as s:
+        SECRETS.clear()
+        SECRETS.update(s.secrets)
+        yield s.base, s.live
 
 
 def _pick(d, voice: str, dim: str, value: int) -> None:
@@ -291,3 +260,50 @@ def test_redirects_stay_on_the_site_and_reviews_cannot_script_the_page(server, n
     d.get(base + url("ref_cite_right/ann-01"))                # the page that lists the review with its notes
     assert d.title != "pwned" and "<script>" in d.find_element(By.ID, "reviews").text  # ...shown as text
     assert not d.find_elements(By.CSS_SELECTOR, "#reviews img")
+
+
+def test_the_sign_in_form_validates_in_chromium(server, new_browser):
+    """Chromium compiles `pattern` with the v flag: the old `[A-Za-z0-9_-]+` was a syntax error there
+    (a SEVERE console message, and the field validated nothing). The console must stay clean, a name
+    with a space must fail the field's own check, and the button must not send such a form."""
+    from selenium.webdriver.common.by import By
+    base, _ = server
+    d = new_browser()
+    d.get(base + "/login")
+    box = d.find_element(By.ID, "name")
+    box.send_keys("ada lovelace")
+    assert d.execute_script("return arguments[0].validity.patternMismatch", box) is True
+    assert d.execute_script("return arguments[0].form.checkValidity()", box) is False
+    d.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    assert d.current_url == base + "/login" and not d.find_elements(By.CSS_SELECTOR, ".errors")  # not sent
+    box.clear()
+    box.send_keys("Ada_1-x")
+    assert d.execute_script("return arguments[0].form.checkValidity()", box) is True
+    console = [m for m in d.get_log("browser") if m["source"] != "network"]   # (a 404 for /favicon.ico)
+    assert not [m for m in console if "pattern" in m["message"].lower() or m["level"] == "SEVERE"], console
+
+
+def test_wrong_secrets_are_throttled_and_sign_out_revokes_a_copied_cookie(server, new_browser):
+    from selenium.webdriver.common.by import By
+    base, _ = server
+    d = new_browser()
+    _login(d, base, "ada")
+    stolen = [c for c in d.get_cookies() if c["name"] == "session"]
+    assert stolen
+    signed_out = d.find_element(By.CSS_SELECTOR, "form[action='/logout'] button")
+    _click_to_next_page(d, signed_out)
+    assert d.current_url.endswith("/login")
+
+    other = new_browser()                                    # the copied cookie, in another browser
+    other.get(base + "/login")
+    for c in stolen:
+        other.add_cookie({k: c[k] for k in ("name", "value", "path") if k in c})
+    other.get(base + "/queue")
+    assert "/login" in other.current_url and not other.find_elements(By.ID, "me")
+
+    SECRETS["ben"] = "not-bens-secret"                       # the same browser now guesses ben's secret
+    for _ in range(MAX_FAILURES):
+        _login(other, base, "ben", ok=False)
+        assert "wrong secret" in other.find_element(By.CSS_SELECTOR, ".errors").text
+    _login(other, base, "ben", ok=False)
+    assert "Too many sign-in attempts" in other.find_element(By.CSS_SELECTOR, ".errors").text

@@ -70,3 +70,20 @@ def test_sync_copies_reflections_not_seeded_reviews(tmp_path, monkeypatch):
     assert len(rows(live, "annotations")) == 6 and rows(live, "reviews") == []
     assert main(["sync"]) == 0                                # idempotent
     assert len(rows(live, "annotations")) == 6
+
+
+def test_reviewer_accounts_from_the_command_line(tmp_path, monkeypatch, capsys):
+    """add-reviewer, add-reviewer --reset (flag before or after the name), remove-reviewer; the running
+    server's side of it (sessions revoked, reviews kept) is in test_signin_http.py."""
+    live = _live(tmp_path, monkeypatch)
+    assert main(["remove-reviewer", "ada"]) == 2
+    assert "no review store, so no reviewer to remove" in capsys.readouterr().err
+    assert main(["add-reviewer", "ada"]) == 0
+    first = capsys.readouterr().out.strip().splitlines()[-1]
+    assert main(["add-reviewer", "ada", "--reset"]) == 0
+    second = capsys.readouterr().out.strip().splitlines()[-1]
+    assert second != first and rows(live, "review_accounts")[0]["secret_hash"].startswith("scrypt:")
+    assert main(["add-reviewer", "--reset"]) == 2 and "needs a NAME" in capsys.readouterr().err
+    assert main(["export", "--reset"]) == 2 and "--reset belongs to add-reviewer" in capsys.readouterr().err
+    assert main(["remove-reviewer", "ADA"]) == 0
+    assert "reviewer 'ada' removed" in capsys.readouterr().out and rows(live, "review_accounts") == []

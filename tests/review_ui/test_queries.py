@@ -83,11 +83,23 @@ def test_update_review_only_by_its_author(conn):
     store.add_review(conn, _review("a", "ben"))
     rid = queries.review_id("a", "ben")
     new = {"scores": {v: {d: 2 for d in DIMENSIONS} for v in VOICES}, "verdict": "reject", "notes": "n"}
+    version = queries.review_version(store.reviews(conn)[0])
     with pytest.raises(PipelineError, match="This review is by ben"):
-        queries.update_review(conn, rid, "ada", new)
+        queries.update_review(conn, rid, "ada", new, version)
     assert store.reviews(conn)[0]["verdict"] == "accept"
-    queries.update_review(conn, rid, "ben", new)
+    queries.update_review(conn, rid, "ben", new, version)
     assert store.reviews(conn)[0]["verdict"] == "reject"
+
+
+@pytest.mark.parametrize("version", [None, ""])
+def test_update_review_without_a_version_is_refused(conn, version):
+    """Optimistic concurrency is not optional: no version, no overwrite (the caller shows the current text)."""
+    store.add_review(conn, _review("a", "ben"))
+    rid = queries.review_id("a", "ben")
+    new = {"scores": {v: {d: 2 for d in DIMENSIONS} for v in VOICES}, "verdict": "reject", "notes": "n"}
+    with pytest.raises(queries.StaleEdit, match="sent without the version") as err:
+        queries.update_review(conn, rid, "ben", new, version)
+    assert err.value.newer["verdict"] == "accept" and store.reviews(conn)[0]["verdict"] == "accept"
 
 
 @pytest.mark.parametrize("name,ok", [("ada", "ada"), ("  Ada ", "ada"), ("\uff21\uff24\uff21", "ada"),
