@@ -44,15 +44,16 @@ class CurateParams:
     mode: str = rule(choices=MODES, doc="selection rule over register scores (see curation.selection)")
     overfill: float = rule(gt=0.0, doc="list depth: each register's list holds budget x overfill / n_registers "
                                        "depth tokens (see depth_count; tokens mode: weight x budget x overfill); research 1.0-4.5")
-    reserve: float = rule(min=0.0, doc="reserve tail never trained on, in budgets (research 2.5; the default CPU "
-                                       "pool holds ~1.6 budgets of candidates, so 0.5)")
+    reserve: float = rule(min=0.0, doc="reserve in budgets, counted from the end of the lists (the research's 2.5): "
+                                       "what the budget needs of it is fallback, the rest a tail never trained on")
     registers: list[str] = rule(doc="target registers the classifier scores (dev registers)")
     filters: dict[str, Any] = rule(doc="hygiene filters {name: {param: value}} in run order; first failing one drops")
     minhash: MinhashParams = rule(doc="near-duplicate removal")
     classifier: ClassifierParams = rule(doc="register classifier")
-    depth_count: str = rule(choices=DEPTH_COUNTS, doc="what list depths count: exact = the real tokenizer's "
-                                                       "counts (no fallback at overfill >= 1); estimated = the "
-                                                       "research's chars/token estimate (calib_docs)")
+    depth_count: str = rule(choices=DEPTH_COUNTS, doc="what list depths count: estimated = the research's rule, "
+                                                       "chars/token calibrated on calib_docs pool documents (the "
+                                                       "reserve makes up what the lists fall short); exact = the real "
+                                                       "tokenizer's counts (no fallback at overfill >= 1)")
     calib_docs: int = rule(min=1, doc="pool documents tokenized to calibrate characters per token")
     weights: dict[str, float] = rule(doc="tokens mode: per-register token quotas (sum 1); "
                                                                "{} = equal")
@@ -104,8 +105,8 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
     texts = [d["text"] for d in candidates]
     tokens = estimate_token_counts(texts, chars_per_token)
     exact = np.array([int(count_tokens(t)) for t in texts], dtype=np.int64)  # the budget is counted exactly
-    # every candidate is tokenized for the budget cut anyway, so by default the list depths count
-    # the same exact tokens: estimated depths hold a few % less than the budget and need fallback
+    # the research's rule (depth_count: estimated) sizes the lists in estimated tokens, so they hold a few %
+    # less than the budget and the reserve makes up the rest (fallback); `exact` counts the real tokens
     depth_tokens = exact if p.depth_count == "exact" else tokens
     if name == "curated":
         selection = select(candidates, scores, depth_tokens, p.budget_tokens, p.registers, p.mode, p.overfill, p.reserve,
@@ -147,7 +148,12 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
                "selected_tokens_est": int(tokens[chosen_idx].sum()),
                "selected_chars_per_token": round(sel_chars / max(int(st["n_tokens"]), 1), 4),
                "reserve_tail_docs": st["tail_docs"], "reserve_tail_tokens": st["tail_tokens"],
-               "reserve_tail_short": st["tail_short"], "fallback_docs": st["fallback_docs"],
+               # curated: the reserve counted from the end of the lists (the research's rule), of which the
+               # budget used `fallback_*`; random arms: the tail after the budget cut
+               "reserve_tokens": st.get("reserve_tokens", st["tail_tokens"]),
+               "reserve_tail_short": st.get("reserve_short", st.get("tail_short")),
+               "fallback_docs": st["fallback_docs"], "fallback_tokens": st.get("fallback_tokens", 0),
+               "fallback_share": st.get("fallback_share", 0.0),
                "rule": {**{k: st.get(k) for k in ("mode", "overfill", "reserve", "weights")},
                         "depth_count": p.depth_count if name == "curated" else None},
                # the realised mix by the list that picked each document (random: by argmax)

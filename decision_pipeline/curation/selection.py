@@ -26,13 +26,15 @@ Modes:
 * ``pooled``: one ranking by the SUM of register probabilities (not the max), depth
   budget x overfill, taken in rank order.
 
-Reserve: after the lists, each register continues down its full ranking (skipping documents
-already in the sequence), interleaved by the same schedule (pooled: the ranking continues).
-Reserve documents the budget needs are *fallback* (counted; 0 in a healthy run); the next
-reserve x budget tokens are the tail. The budget cut uses the EXACT token counts (the real
-tokenizer) - ``token_counts`` only set list depths: ``ids[:n_budget_docs]`` has >= budget exact
-tokens and drops below it without its last document. A pool whose eligible documents cannot
-fill the budget even with the reserve -> ``PipelineError``; a short tail is flagged.
+Reserve (the research's rule): after the lists, each register continues down its full ranking
+(skipping documents already in the sequence), interleaved by the same schedule (pooled: the ranking
+continues); the reserve holds ``reserve x budget`` exact tokens counted from the END OF THE LISTS.
+Reserve documents the budget needs are *fallback* (the research's winner drew about a third of its
+tokens there: its estimated depths fell short); the rest of the reserve is the tail. The budget cut
+uses the EXACT token counts (the real tokenizer) - ``token_counts`` only set list depths:
+``ids[:n_budget_docs]`` has >= budget exact tokens and drops below it without its last document. A
+pool whose eligible documents cannot fill the budget even with the reserve -> ``PipelineError``; a
+reserve the pool cannot complete is flagged (``tail_short``).
 """
 from __future__ import annotations
 
@@ -225,9 +227,15 @@ def select(docs: Sequence[Mapping] | Sequence[str], scores: np.ndarray, token_co
     seq, lists = build_sequence(q, valid, est, exact, id_rank, budget, mode, overfill, [w[r] for r in registers])
     cum = np.cumsum([exact[i] for i, _, _ in seq])
     n_budget = int(np.searchsorted(cum, budget) + 1)
-    tail_end = int(np.searchsorted(cum, cum[n_budget - 1] + reserve * budget) + 1)
-    tail_end = min(tail_end, len(seq)) if reserve > 0 else n_budget
+    n_lists = sum(ph != "reserve" for _, _, ph in seq)
+    lists_tokens = int(cum[n_lists - 1]) if n_lists else 0
+    reserve_end = min(int(np.searchsorted(cum, lists_tokens + reserve * budget) + 1), len(seq)) if reserve > 0 \
+        else n_lists
+    tail_end = max(n_budget, reserve_end) if reserve > 0 else n_budget
     stats = _stats(seq, lists, n_budget, tail_end, est, exact, q, registers, mode, budget, overfill, reserve, w)
+    reserve_tokens = int(cum[tail_end - 1]) - lists_tokens if tail_end > n_lists else 0
+    stats["reserve_tokens"] = reserve_tokens
+    stats["reserve_short"] = bool(reserve_tokens < reserve * budget)
     return Selection([ids[i] for i, _, _ in seq[:tail_end]], n_budget, stats)
 
 
@@ -248,11 +256,14 @@ def _stats(seq, lists, n_budget, tail_end, est, exact, q, registers, mode, budge
     tail_tokens = int(sum(exact[i] for i, _, _ in tail))
     idx = np.array([i for i, _, _ in chosen], dtype=np.int64)
     home = q.argmax(axis=1)
+    fallback_tokens = int(sum(exact[i] for i, _, ph in chosen if ph == "reserve"))
+    n_tokens = int(exact[idx].sum())
     return {"mode": mode, "budget_tokens": int(budget), "overfill": float(overfill), "reserve": float(reserve),
             "weights": {r: round(w[r], 6) for r in registers} if mode == "tokens" else None,
-            "n_docs": n_budget, "n_tokens": int(exact[idx].sum()), "n_tokens_est": int(est[idx].sum()),
-            "fallback_docs": sum(ph == "reserve" for _, _, ph in chosen),
-            "tail_docs": len(tail), "tail_tokens": tail_tokens, "tail_short": bool(tail_tokens < reserve * budget),
+            "n_docs": n_budget, "n_tokens": n_tokens, "n_tokens_est": int(est[idx].sum()),
+            "fallback_docs": sum(ph == "reserve" for _, _, ph in chosen), "fallback_tokens": fallback_tokens,
+            "fallback_share": round(fallback_tokens / n_tokens, 6) if n_tokens else 0.0,
+            "tail_docs": len(tail), "tail_tokens": tail_tokens,
             "by_list": per, "argmax_mix": register_mix(idx, home, registers, exact)}
 
 

@@ -51,12 +51,14 @@ def _sel(budget, token_counts=TOK, **kw):
 def test_docs_first_come_conflict_round_robin_and_tail():
     # depth 60*1/3 = 20: A=[d00,d01] (takes d01 first), B skips d01 -> [d04,d05], C=[d07] (25 >= 20).
     # Round 1: d00 d04 d07 (45); C is exhausted, round 2 continues: d01 (55), d05 (65 >= 60): stop.
-    # Tail 0.5*60 = 30 tokens, round-robin down the full rankings: A d02, B d06, C d08.
+    # Reserve 0.5*60 = 30 tokens from the end of the lists (65), round-robin down the full rankings: A d02,
+    # B d06, C d08; the budget used none of it, so all of it is the tail.
     sel = _sel(60, reserve=0.5)
     assert sel.ids == ["d00", "d04", "d07", "d01", "d05", "d02", "d06", "d08"]
     st = sel.stats
     assert sel.n_budget_docs == 5 and st["n_tokens"] == 65 and st["fallback_docs"] == 0
-    assert st["tail_docs"] == 3 and st["tail_tokens"] == 30 and not st["tail_short"]
+    assert st["tail_docs"] == 3 and st["tail_tokens"] == 30 and st["reserve_tokens"] == 30
+    assert not st["reserve_short"] and st["fallback_tokens"] == 0 and st["fallback_share"] == 0.0
     assert st["by_list"]["A"] == {"docs": 2, "tokens": 20, "own_docs": 1, "continuation_docs": 1,
                                   "reserve_used_docs": 0, "list_docs": 2, "list_depth_tokens": 20, "exhausted": True}
     assert st["by_list"]["C"]["docs"] == 1 and st["by_list"]["C"]["exhausted"]
@@ -72,6 +74,18 @@ def test_docs_low_overfill_no_conflict_and_fallback():
     assert sel.ids == ["d00", "d01", "d07", "d02", "d04"]
     assert sel.stats["fallback_docs"] == 2
     assert [sel.stats["by_list"][r]["reserve_used_docs"] for r in ABC] == [1, 1, 0]
+
+
+def test_reserve_counts_from_the_end_of_the_lists():
+    # the research's rule: depth 10 -> lists d00 d01 d07 (45 tokens). The reserve is 0.5*60 = 30 tokens
+    # counted from there (to 75): A d02 (55), B d04 (65), C d08 (75). The budget cut (65) takes d02 and d04
+    # from it (fallback 20 of 65 tokens); the tail is d08 alone. Counted from the budget cut instead it
+    # would run to 95 and also hold d03 and d05.
+    sel = _sel(60, overfill=0.5, reserve=0.5)
+    assert sel.ids == ["d00", "d01", "d07", "d02", "d04", "d08"] and sel.n_budget_docs == 5
+    st = sel.stats
+    assert (st["fallback_docs"], st["fallback_tokens"], st["fallback_share"]) == (2, 20, round(20 / 65, 6))
+    assert (st["reserve_tokens"], st["reserve_short"], st["tail_docs"], st["tail_tokens"]) == (30, False, 1, 10)
 
 
 def test_docs_continues_past_exhausted_list():
@@ -146,7 +160,7 @@ def test_budget_pool_cannot_fill():
     # eligible tokens: 9*10 + 25 + 10 = 125 (d11 excluded)
     with pytest.raises(PipelineError, match="126 exceeds the 125 tokens of the 11 eligible"):
         _sel(126)
-    assert _sel(125, reserve=1.0).stats["tail_short"]
+    assert _sel(125, reserve=1.0).stats["reserve_short"]
 
 
 @pytest.fixture(scope="module")
