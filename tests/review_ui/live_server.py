@@ -52,16 +52,17 @@ class LiveServer:
 
 
 @contextlib.contextmanager
-def live_server(tmp_path: Path, names: tuple[str, ...] = ("ada", "ben")) -> Iterator[LiveServer]:
+def live_server(tmp_path: Path, names: tuple[str, ...] = ("ada", "ben"),
+                pythonpath: str | None = None) -> Iterator[LiveServer]:
     """Start the app as `make review-ui` does (reflections synced from a pipeline store built here,
-    accounts made with add-reviewer); stop it afterwards."""
+    accounts made with add-reviewer); stop it afterwards. `pythonpath`: serve another checkout's app."""
     pipeline_store = tmp_path / "pipeline.sqlite"
     conn = store.open_store(pipeline_store)
     store.add_annotations(conn, make_annotations())
     conn.close()
     live, port = tmp_path / "live.sqlite", free_port()
     env = dict(os.environ, REVIEW_STORE=str(live), REVIEW_ANNOTATIONS=str(pipeline_store),
-               REVIEW_CHARTER=CHARTER, REVIEW_UI_PORT=str(port), PYTHONPATH=str(ROOT))
+               REVIEW_CHARTER=CHARTER, REVIEW_UI_PORT=str(port), PYTHONPATH=pythonpath or str(ROOT))
     made = {}
     for name in names:  # the printed secret is what a reviewer types
         out = subprocess.run([sys.executable, "-m", "decision_pipeline.review_ui", "add-reviewer", name],
