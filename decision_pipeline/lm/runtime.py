@@ -28,6 +28,10 @@ class RuntimeParams:
                                               doc="share of the GPU's memory a vLLM generation engine may take")
     vllm_max_model_len: int = rule(min=0, default=0,
                                    doc="vLLM context length (prompt + completion); 0 = the model's own")
+    hf_decode: str = rule(choices=("eager", "static_cudagraphs", "static_inductor"), default="eager",
+                          doc="hf backend decoding: eager, or a static KV cache with a compiled forward replayed "
+                              "as CUDA graphs (static_cudagraphs: seconds to compile; static_inductor: inductor "
+                              "kernels, minutes); greedy tokens equal eager's (docs/gpu.md)")
 
 
 def resolve_device(device: str = "auto") -> torch.device:

@@ -1,10 +1,21 @@
 """The memory plan: predicted peak GPU memory per GPU-heavy stage, from config.json and params alone.
 
-Why analytic: a 4B model's first OOM otherwise arrives hours into a run. Every term is a
-closed formula of the model's shapes (config.json) and the merged params, computed before
-any weight is loaded, so `make memory-plan` runs in a second on a CPU machine. The weight
-and LoRA optimizer terms are exact parameter counts (tests check them against a real
-model); activations, logits and overheads are stated estimates (constants below).
+Why analytic: a 4B model's first OOM otherwise arrives hours into a run. Every term is a formula of
+the model's shapes (config.json), the merged params and the training loss path, computed before any
+weight is loaded, so `make memory-plan` runs in seconds on a CPU machine. Checked on one H200
+against the measured table (tests/fixtures/h200_memory.json, within 15% on every row; CPU test
+tests/preflight/test_plan_fixture.py). What is exact and what is measured:
+- bf16 weights and LoRA + AdamW: exact parameter counts (tests check them against a real model); at
+  the training peak (the loss head's backward) the adapters' own grads do not exist yet unless an
+  earlier micro-batch of the step left them (gradient accumulation);
+- activations: with gradient checkpointing each layer's bf16 input (2 x hidden bytes per token);
+  without it the per-layer saved tensors counted by fake tensors (NOTES "A memory plan without a GPU");
+- the loss head: bytes per kept logit of the exact loss code (loss_trace.py measures them on CPU;
+  TRL's Triton `selective_log_softmax` is the one measured constant), or TRL's fused LM head, whose
+  chunks never build the logits (a formula of its tiles from TRL's source);
+- the CUDA context and allocator slack are not in `max_memory_allocated`: CUDA_OVERHEAD_GIB is added
+  for the card budget only (`peak_gib`), not for the comparison with the measured table
+  (`allocated_gib`).
 """
 from __future__ import annotations
 
@@ -18,11 +29,19 @@ GIB = 1024 ** 3
 BF16 = 2
 FP32 = 4
 LORA_BYTES_PER_PARAM = 16       # fp32 adapter weight + fp32 grad + two fp32 AdamW moments (PEFT keeps adapters fp32)
-TRAIN_LOGIT_BYTES = 10          # per kept logit in training: bf16 logits + fp32 upcast for the loss + fp32 grad
+LORA_PEAK_BYTES_PER_PARAM = 12  # at the loss head's backward: weight + moments, the grads come later in backward
 READOUT_LOGIT_BYTES = FP32      # per kept logit at inference: the float() copy of the kept rows
-CUDA_OVERHEAD_GIB = 1.5         # CUDA context, cuBLAS workspaces, allocator fragmentation
+CUDA_OVERHEAD_GIB = 1.5         # CUDA context, cuBLAS workspaces, allocator fragmentation (not in max_memory_allocated)
 VLLM_RESERVE_GIB = 2.0          # vLLM's profiling activations and CUDA graphs inside its own share
 PROMPT_TOKENS = 512             # a question prompt with its options (the pipeline's prompts are shorter)
+# TRL 1.16 `selective_log_softmax` with its Triton kernel (trl.kernels), bytes per kept logit: measured on one
+# H200 (2026-12-04, tests/fixtures/h200_memory.json: +8.5 GiB per 256 + 8,192-token row of Qwen3-4B) and
+# not traceable on a CPU; its torch fallback is traced (loss_trace.py)
+SELECTIVE_TRITON_BYTES_PER_LOGIT = 6.0
+# TRL's fused LM head (GRPOTrainer, `add_fused_lm_head`): tokens x vocabulary slice tiles (trl.kernels.chunked_logprob)
+FUSED_TOKEN_TILE, FUSED_VOCAB_TILE = 4096, 32768
+SFT_LOSSES = ("joint", "hf_loss")
+GRPO_LOSSES = ("trl_fused_lm_head", "selective_log_softmax", "fp32_log_softmax")
 LORA_SHAPES = {"q_proj": ("h", "q"), "k_proj": ("h", "kv"), "v_proj": ("h", "kv"), "o_proj": ("q", "h"),
                "gate_proj": ("h", "i"), "up_proj": ("h", "i"), "down_proj": ("i", "h")}
 
@@ -93,10 +112,10 @@ def kv_bytes_per_token(m: ModelShape) -> int:
 
 
 def act_bytes_per_token_layer(m: ModelShape) -> int:
-    """Training activations one decoder layer keeps per token for backward (bf16): norms, q/k/v and rotated
-    copies, attention output, MLP gate/up/act/product and LoRA inputs (an estimate, stated so)."""
+    """Training tensors one decoder layer saves per token for backward (bf16, LoRA on all linears): counted
+    with fake tensors on Qwen3-4B shapes (NOTES "A memory plan without a GPU works": within 1%)."""
     d = m.dims()
-    return BF16 * (6 * d["h"] + 3 * d["q"] + 4 * d["kv"] + 5 * d["i"])
+    return 28 * d["h"] + 12 * d["q"] + 8 * d["kv"] + 10 * d["i"]
 
 
 def inference_bytes_per_token(m: ModelShape) -> int:
@@ -115,12 +134,84 @@ class StagePlan:
     refusal: str = ""                                     # set when the stage cannot start at all
 
     @property
+    def allocated_gib(self) -> float:
+        """What `torch.cuda.max_memory_allocated` should read (the terms without vLLM's share, which is
+        another process's, and without the CUDA context)."""
+        return sum(v for k, v in self.terms.items() if not k.startswith("vllm share")) / GIB
+
+    @property
     def peak_gib(self) -> float:
+        """What the card must hold: every term and the CUDA overhead."""
         return sum(self.terms.values()) / GIB + CUDA_OVERHEAD_GIB
 
     def biggest(self) -> str:
         tunable = {k: v for k, v in self.terms.items() if k in self.knobs} or self.terms
         return max(tunable, key=tunable.get)
+
+
+def loss_head_bytes(loss: str, m: ModelShape, kept: int, triton: bool) -> float:
+    """Peak bytes of a training loss head over `kept` scored positions (forward + backward)."""
+    from decision_pipeline.preflight.loss_trace import bytes_per_logit
+    if loss == "trl_fused_lm_head":
+        # compact (Triton) scores only the kept positions: their bf16 hidden copy, fp32 hidden grad,
+        # fp32 log-prob and entropy; one bf16 tile per pass, plus the torch path's fp32 tile temporaries
+        tile = min(kept, FUSED_TOKEN_TILE) * min(m.vocab, FUSED_VOCAB_TILE)
+        return kept * (6 * m.hidden + 8) + tile * (BF16 if triton else BF16 + 5 * FP32)
+    if loss == "selective_log_softmax" and triton:
+        return kept * m.vocab * SELECTIVE_TRITON_BYTES_PER_LOGIT
+    name = "selective_log_softmax_torch" if loss == "selective_log_softmax" else loss
+    if name not in ("joint", "hf_loss", "fp32_log_softmax", "selective_log_softmax_torch"):
+        raise PipelineError(f"loss path {loss!r} is unknown; use one of {', '.join(SFT_LOSSES + GRPO_LOSSES)}")
+    return kept * m.vocab * bytes_per_logit(name)
+
+
+def training_peak(stage: str, m: ModelShape, tokens: int, kept: int, lora_r: int, targets: list[str], ckpt: bool,
+                  loss: str, triton: bool = True, accumulation: int = 1) -> StagePlan:
+    """A LoRA training step's peak: weights, adapters + AdamW, activations, and the larger of the loss head and
+    (with checkpointing) one recomputed layer's tensors, which are live at different moments of backward."""
+    plan = StagePlan(stage)
+    plan.terms["weights"] = param_count(m) * BF16
+    lora_bytes = LORA_BYTES_PER_PARAM if accumulation > 1 else LORA_PEAK_BYTES_PER_PARAM
+    plan.terms["lora + adamw"] = lora_param_count(m, lora_r, targets) * lora_bytes
+    per_layer = act_bytes_per_token_layer(m)
+    head = loss_head_bytes(loss, m, kept, triton)
+    if ckpt:   # layer inputs kept, one layer recomputed at a time
+        plan.terms["activations"] = tokens * m.layers * m.hidden * BF16
+        plan.terms["loss head"] = max(head, tokens * per_layer)
+    else:
+        plan.terms["activations"] = tokens * m.layers * per_layer
+        plan.terms["loss head"] = head
+    plan.note = f"{tokens} tokens per forward, {kept} scored, loss {loss}" + (" (triton)" if triton and
+                                                                               loss != "joint" else "")
+    return plan
+
+
+def readout_peak(m: ModelShape, prefix_tokens: int, n: int, batch_tokens: int, stage: str = "readout") -> StagePlan:
+    """A readout forward of prefixes of one length packed by tokens (lm/readout.py: `logits_to_keep=1`,
+    `use_cache=False`, a prefix longer than the budget goes alone)."""
+    rows = max(1, min(n, batch_tokens // max(1, prefix_tokens)))
+    plan = StagePlan(stage)
+    plan.terms["weights"] = param_count(m) * BF16
+    plan.terms["activations"] = rows * prefix_tokens * inference_bytes_per_token(m)
+    plan.terms["logits"] = rows * m.vocab * READOUT_LOGIT_BYTES
+    plan.note = f"{rows * prefix_tokens} tokens per forward"
+    return plan
+
+
+def sft_peak(m: ModelShape, rows: int, length: int, lora_r: int, targets: list[str], ckpt: bool,
+             loss: str = "joint", accumulation: int = 1) -> StagePlan:
+    """SFT: `rows` examples padded to `length`, every position scored (the joint loss weighs them)."""
+    return training_peak("sft", m, rows * length, rows * length, lora_r, targets, ckpt, loss,
+                         accumulation=accumulation)
+
+
+def grpo_peak(m: ModelShape, micro: int, prompt: int, completion: int, lora_r: int, targets: list[str], ckpt: bool,
+              loss: str = "trl_fused_lm_head", triton: bool = True, accumulation: int = 1) -> StagePlan:
+    """GRPO update: `micro` rows of prompt + completion, the completion scored. A reference pass (beta > 0) is a
+    no-grad forward of the same rows before the update, smaller than the update (PEFT disables the adapter:
+    no second copy of the weights)."""
+    return training_peak("grpo", m, micro * (prompt + completion), micro * completion, lora_r, targets, ckpt, loss,
+                         triton, accumulation)
 
 
 def _get(params: dict, dotted: str, default):
@@ -151,19 +242,12 @@ def plan_readout(params: dict, m: ModelShape, gpu_gib: float, post_chain: bool) 
     """Readout (prefix -> label logits at the last position only), batched by tokens. The first readout runs
     before the vLLM engine is built; the post-chain readout runs beside it when the answering backend is vllm."""
     name = "post-chain readout" if post_chain else "readout"
-    plan = StagePlan(name, knobs={"activations": "runtime.readout_batch_tokens",
-                                  "vllm share": "runtime.vllm_gpu_memory_utilization"})
     budget = int(_get(params, "runtime.readout_batch_tokens", 8192))
     longest = PROMPT_TOKENS + (int(_get(params, "evaluate.answering.max_new_tokens", 0)) if post_chain else 0)
-    tokens = max(budget, longest)                      # a row longer than the budget goes alone
-    rows = max(1, budget // longest)
-    plan.terms["weights"] = param_count(m) * BF16
-    plan.terms["activations"] = tokens * inference_bytes_per_token(m)
-    # no KV cache term: lm/readout.py calls the model with use_cache=False
-    plan.terms["logits"] = rows * m.vocab * READOUT_LOGIT_BYTES
+    plan = readout_peak(m, longest, max(1, budget // longest), budget, name)
+    plan.knobs = {"activations": "runtime.readout_batch_tokens", "vllm share": "runtime.vllm_gpu_memory_utilization"}
     if post_chain and _get(params, "evaluate.answering.backend", "hf") == "vllm":
         plan.terms["vllm share"] = float(_get(params, "runtime.vllm_gpu_memory_utilization", 0.85)) * gpu_gib * GIB
-    plan.note = f"{tokens} tokens per forward"
     return plan
 
 
@@ -184,55 +268,44 @@ def plan_generation(params: dict, m: ModelShape, gpu_gib: float) -> StagePlan:
     return plan
 
 
-def _training_terms(plan: StagePlan, m: ModelShape, section: str, tokens: int, kept: int, ckpt: bool,
-                    lora_r: int, targets: list[str]) -> None:
-    plan.terms["weights"] = param_count(m) * BF16
-    plan.terms["lora + adamw"] = lora_param_count(m, lora_r, targets) * LORA_BYTES_PER_PARAM
-    per_layer = act_bytes_per_token_layer(m)
-    if ckpt:   # layer inputs kept, one layer recomputed at a time
-        plan.terms["activations"] = tokens * (m.layers * m.hidden * BF16 + per_layer)
-    else:
-        plan.terms["activations"] = tokens * m.layers * per_layer
-    plan.terms["logits"] = kept * m.vocab * TRAIN_LOGIT_BYTES
-    plan.knobs.update({"activations": f"{section}.gradient_checkpointing" if not ckpt else f"{section}.micro_batch_size",
-                       "logits": f"{section}.micro_batch_size"})
-
-
-def plan_sft(params: dict, m: ModelShape, gpu_gib: float) -> StagePlan:
-    """SFT with LoRA: one micro-batch padded to its longest; examples over long_chain_tokens go alone."""
-    plan = StagePlan("sft")
+def plan_sft(params: dict, m: ModelShape, gpu_gib: float, triton: bool = True) -> StagePlan:
+    """SFT with LoRA and the stage's joint loss: one micro-batch padded to its longest; examples over
+    long_chain_tokens go alone."""
     s = params.get("sft", {})
     procs = int(_get(params, "sft.launch.num_processes", 1))
     micro = int(s.get("micro_batch_size", 0)) or max(1, int(s["batch_size"]) // procs)
+    accumulation = max(1, int(s["batch_size"]) // procs // micro)
     max_len, long_chain = int(s["max_length"]), int(s.get("long_chain_tokens", 0))
     if 0 < long_chain < max_len:
-        tokens = max(micro * long_chain, max_len)
-        length_key = "sft.max_length" if max_len >= micro * long_chain else "sft.long_chain_tokens"
+        rows, length = (1, max_len) if max_len >= micro * long_chain else (micro, long_chain)
+        length_key = "sft.max_length" if rows == 1 else "sft.long_chain_tokens"
     else:
-        tokens, length_key = micro * max_len, "sft.max_length"
-    _training_terms(plan, m, "sft", tokens, tokens, bool(s.get("gradient_checkpointing", False)),
-                    int(s["lora_r"]), list(s["lora_targets"]))
-    if tokens == max_len:      # the single longest example dominates: the micro-batch does not help
-        plan.knobs["logits"] = length_key
-        if plan.knobs["activations"].endswith("micro_batch_size"):
-            plan.knobs["activations"] = length_key
-    plan.note = f"{tokens} tokens per forward (micro-batch {micro})"
+        rows, length, length_key = micro, max_len, "sft.max_length"
+    ckpt = bool(s.get("gradient_checkpointing", False))
+    plan = sft_peak(m, rows, length, int(s["lora_r"]), list(s["lora_targets"]), ckpt, "joint", accumulation)
+    plan.knobs = {"activations": "sft.gradient_checkpointing" if not ckpt else "sft.micro_batch_size",
+                  "loss head": "sft.micro_batch_size"}
+    if rows == 1:      # the single longest example dominates: the micro-batch does not help
+        plan.knobs = {"activations": length_key if ckpt else "sft.gradient_checkpointing", "loss head": length_key}
+    plan.note += f" (micro-batch {micro})"
     return plan
 
 
-def plan_grpo(params: dict, m: ModelShape, gpu_gib: float) -> StagePlan:
-    """GRPO: the trainer's model, adapters and one micro-batch of completions, beside colocated vLLM unless
-    vLLM sleeps during the update (then the peak is the larger phase)."""
-    plan = StagePlan("grpo")
+def plan_grpo(params: dict, m: ModelShape, gpu_gib: float, triton: bool = True) -> StagePlan:
+    """GRPO (TRL's GRPOTrainer: fused LM-head log-probs): the trainer's model, adapters and one micro-batch of
+    completions, beside colocated vLLM unless vLLM sleeps during the update (then the peak is the larger phase)."""
     r = params.get("rl", {})
     procs = int(_get(params, "rl.launch.num_processes", 1))
     step_batch = int(r["prompts_per_round"]) * int(r["num_generations"]) // max(1, int(r["steps_per_generation"]))
     micro = int(r.get("micro_batch_size", 0)) or max(1, step_batch // procs)
+    accumulation = max(1, step_batch // procs // micro)
     completion = int(r["max_completion_length"])
-    tokens = micro * (PROMPT_TOKENS + completion)
-    _training_terms(plan, m, "rl", tokens, micro * completion, bool(r.get("gradient_checkpointing", False)),
-                    int(r["lora_r"]), list(r["lora_targets"]))
-    plan.note = f"{tokens} tokens per forward (micro-batch {micro})"
+    ckpt = bool(r.get("gradient_checkpointing", False))
+    plan = grpo_peak(m, micro, PROMPT_TOKENS, completion, int(r["lora_r"]), list(r["lora_targets"]), ckpt,
+                     "trl_fused_lm_head", triton, accumulation)
+    plan.knobs = {"activations": "rl.gradient_checkpointing" if not ckpt else "rl.micro_batch_size",
+                  "loss head": "rl.micro_batch_size"}
+    plan.note += f" (micro-batch {micro})"
     if r.get("use_vllm") and r.get("vllm_mode", "colocate") == "colocate":
         util = float(r.get("vllm_gpu_memory_utilization", 0.3))       # TRL's default when the key is absent
         max_len = int(r.get("vllm_max_model_length", 0))
@@ -252,17 +325,18 @@ def plan_grpo(params: dict, m: ModelShape, gpu_gib: float) -> StagePlan:
     return plan
 
 
-def memory_plan(params: dict, m: ModelShape, gpu_gib: float) -> list[StagePlan]:
-    """Every GPU-heavy stage of the merged params: readouts, vLLM generation, SFT, GRPO."""
+def memory_plan(params: dict, m: ModelShape, gpu_gib: float, triton: bool = True) -> list[StagePlan]:
+    """Every GPU-heavy stage of the merged params: readouts, vLLM generation, SFT, GRPO. `triton`: TRL's fused
+    kernels run (a CUDA torch with triton, the normal case); False plans their torch fallback."""
     plans = [plan_readout(params, m, gpu_gib, post_chain=False), plan_readout(params, m, gpu_gib, post_chain=True)]
     backends = {_get(params, "generate.backend", "hf"), _get(params, "evaluate.answering.backend", "hf"),
                 _get(params, "rl_probe.backend", "hf")}
     if "vllm" in backends:
         plans.append(plan_generation(params, m, gpu_gib))
     if "sft" in params:
-        plans.append(plan_sft(params, m, gpu_gib))
+        plans.append(plan_sft(params, m, gpu_gib, triton))
     if "rl" in params:
-        plans.append(plan_grpo(params, m, gpu_gib))
+        plans.append(plan_grpo(params, m, gpu_gib, triton))
     return plans
 
 

@@ -1,52 +1,62 @@
-"""The device smoke: a Qwen3-4B-shaped model (random bf16 weights) through readout, SFT and GRPO-shaped
-update steps at the GPU profile's sizes, measured peak memory printed beside the memory plan's.
+"""The device smoke: a model of the profile's base shapes (random weights) through the pipeline's own
+readout and the real trainers' steps, peak memory measured beside the memory plan's.
 
-Why random weights: memory and speed depend on shapes, not values, so no hub and no weights are
-needed; the first thing a user runs on a new GPU machine (scripts/gpu_smoke.sh) tells in minutes
-whether the plan's numbers hold on that card. What it runs (said plainly, not TRL's trainers):
-- readout and post-chain readout: the pipeline's own `label_logits` (token-packed batches,
-  `logits_to_keep=1`, `use_cache=False`) over prompt-length and prompt+chain-length prefixes;
-- SFT: LoRA (the profile's r/targets), gradient checkpointing as the profile says, one forward/backward
-  of the plan's tokens per forward (micro-batch x padded length, or the longest single example),
-  full-vocabulary loss, AdamW; `--steps` optimizer steps of one micro-batch each;
-- GRPO: a short hf `generate` rollout (`--rollout-tokens`, for a tokens/s figure), then `--steps`
-  policy-gradient updates on micro-batches of prompt + max_completion_length ids with logits kept for
-  the completion only (TRL's loss shape with beta 0: no reference model); vLLM is not involved.
-`--tiny` runs the same code on CPU with a tiny config (the CI test).
+Why the real trainers: a stand-in loss measures a stand-in. On one H200 the old smoke's hand-written
+GRPO loss (fp32 `log_softmax`) took 29-90 GiB where TRL's own log-prob path took 18-43, so the plan
+was checked against the wrong code. Here every training step is the stage's code:
+- SFT: `JointSFTTrainer` (decision/sft_data.py) built from the profile's `sft` params by the stage's
+  own `sft_config` and `lora_config`, `trainer.train()` on joint examples (a chain with loss weights
+  and a readout row with a soft target) of the measured length; its `compute_loss` is the stage's loss;
+- GRPO: TRL's `GRPOTrainer` with the stage's `grpo_config` (the profile's loss_type, beta, epsilon,
+  checkpointing; vLLM off), `trainer.train()`; only generation is replaced, through TRL's own
+  `rollout_func` hook, by random completions of exactly max_completion_length tokens (a 4B model would
+  take minutes to write them). Rewards, advantages, the reference pass (beta > 0), TRL's fused LM-head
+  log-probs (`add_fused_lm_head`: its Triton kernel where triton imports on CUDA, else torch tiles —
+  printed) and `_compute_loss` are TRL's;
+- readout: the pipeline's `label_logits` (token-packed, `logits_to_keep=1`).
+`--tiny` runs the same code on CPU with a tiny config (the CI test); `--shapes issue` measures the rows
+of the H200 table (tests/fixtures/h200_memory.json); `--json` writes every row as soon as it is measured.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import os
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-from decision_pipeline.preflight.plan import (CUDA_OVERHEAD_GIB, GIB, PROMPT_TOKENS, ModelShape, memory_plan,
-                                              read_shape)
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.preflight.model_dirs import QWEN3_4B, TINY, build_model, build_tokenizer, read_config
+from decision_pipeline.preflight.plan import GIB, PROMPT_TOKENS, grpo_peak, readout_peak, read_shape, sft_peak
 from decision_pipeline.preflight.profile import profile_params
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "tests" / "fixtures" / "qwen3_4b" / "config.json"
-TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "head_dim": 16, "intermediate_size": 128, "vocab_size": 512, "max_position_embeddings": 4096,
-        "bos_token_id": 1, "eos_token_id": 2}
-TINY_SIZES = {"readout_batch_tokens": 256, "max_new_tokens": 96, "sft_tokens": 192, "rl_micro": 2,
-              "completion": 64}
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")   # rollout_func: TRL calls it experimental, it is TRL's hook
+ISSUE_SHAPES = {"sft_lengths": [8192, 16384, 32768], "grpo_micro": [1, 2, 4], "grpo_prompt": 256,
+                "grpo_completion": 8192}
 
 
 @dataclass
 class Measured:
+    """One measured phase: peak allocated GiB (None on CPU), tokens processed, seconds, and the plan."""
     stage: str
+    device: str
     peak_gib: float | None
     tokens: int
     seconds: float
+    plan_gib: float | None = None
+    step_tokens_per_s: float | None = None
+    detail: dict = field(default_factory=dict)
 
 
 def _reset(dev: torch.device) -> None:
+    gc.collect()
     if dev.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
@@ -60,30 +70,10 @@ def _peak(dev: torch.device) -> float | None:
     return torch.cuda.max_memory_allocated() / GIB
 
 
-def build_model(config: dict, dev: torch.device, dtype: torch.dtype):
-    """A randomly initialised causal LM from a config dict (no weights read, nothing fetched)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-    cfg = AutoConfig.for_model(**{k: v for k, v in config.items() if k not in ("architectures", "torch_dtype")})
-    torch.manual_seed(0)
-    with torch.device(dev):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
-    return model.eval()
-
-
-def sizes_from_profile(params: dict, tiny: bool) -> dict:
-    """Batch and length settings of the profile (tiny: small stand-ins with the same structure)."""
-    if tiny:
-        return dict(TINY_SIZES)
-    s, r = params["sft"], params["rl"]
-    micro = int(s.get("micro_batch_size", 0)) or int(s["batch_size"])
-    long_chain, max_len = int(s.get("long_chain_tokens", 0)), int(s["max_length"])
-    sft_rows, sft_len = (1, max_len) if 0 < long_chain < max_len and max_len >= micro * long_chain else \
-        (micro, long_chain if 0 < long_chain < max_len else max_len)
-    step = int(r["prompts_per_round"]) * int(r["num_generations"]) // int(r["steps_per_generation"])
-    return {"readout_batch_tokens": int(params.get("runtime", {}).get("readout_batch_tokens", 8192)),
-            "max_new_tokens": int(params["evaluate"]["answering"]["max_new_tokens"]),
-            "sft_rows": sft_rows, "sft_len": sft_len, "rl_micro": int(r.get("micro_batch_size", 0)) or step,
-            "completion": int(r["max_completion_length"])}
+def logprob_path(dev: torch.device) -> str:
+    """Which log-prob code TRL's fused LM head runs on this device (trl.kernels.chunked_logprob._use_triton)."""
+    from trl.kernels.chunked_logprob import _use_triton
+    return "triton" if _use_triton(dev) else "torch"
 
 
 def run_readout(model, vocab: int, dev: torch.device, prefix_len: int, batch_tokens: int, n: int,
@@ -92,128 +82,274 @@ def run_readout(model, vocab: int, dev: torch.device, prefix_len: int, batch_tok
     from decision_pipeline.lm.readout import label_logits
     g = torch.Generator().manual_seed(1)
     prefixes = [torch.randint(10, vocab, (prefix_len,), generator=g).tolist() for _ in range(n)]
-    labels = [[1, 2, 3, 4]] * n
     _reset(dev)
     start = time.monotonic()
     with torch.no_grad():
-        label_logits(model, prefixes, labels, pad_id=0, batch_size=max(1, n), desc=stage, batch_tokens=batch_tokens)
-    return Measured(stage, _peak(dev), n * prefix_len, time.monotonic() - start)
+        label_logits(model, prefixes, [[1, 2, 3, 4]] * n, pad_id=0, batch_size=max(1, n), desc=stage,
+                     batch_tokens=batch_tokens)
+    seconds = time.monotonic() - start
+    return Measured(stage, dev.type, _peak(dev), n * prefix_len, seconds, step_tokens_per_s=n * prefix_len / seconds,
+                    detail={"prefix_tokens": prefix_len, "rows": n, "batch_tokens": batch_tokens})
 
 
-def _lora(model, params: dict, section: str, checkpointing: bool):
-    from peft import LoraConfig, get_peft_model
-    p = params[section]
-    model.train()
-    if checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.enable_input_require_grads()
-    peft = get_peft_model(model, LoraConfig(r=int(p["lora_r"]), lora_alpha=int(p["lora_alpha"]),
-                                            target_modules=list(p["lora_targets"]), lora_dropout=0.0))
-    opt = torch.optim.AdamW([q for q in peft.parameters() if q.requires_grad], lr=1e-5)
-    return peft, opt
+class _StepTimer:
+    """A TrainerCallback (built lazily: transformers imported once) timing each optimizer step."""
+
+    @staticmethod
+    def make(dev: torch.device):
+        from transformers import TrainerCallback
+
+        class StepTimer(TrainerCallback):
+            def __init__(self):
+                self.seconds: list[float] = []
+                self._t = 0.0
+
+            def on_step_begin(self, args, state, control, **kwargs):
+                if dev.type == "cuda":
+                    torch.cuda.synchronize()
+                self._t = time.monotonic()
+
+            def on_step_end(self, args, state, control, **kwargs):
+                if dev.type == "cuda":
+                    torch.cuda.synchronize()
+                self.seconds.append(time.monotonic() - self._t)
+        return StepTimer()
 
 
-def run_sft(model, params: dict, vocab: int, dev: torch.device, rows: int, length: int, steps: int) -> Measured:
-    """LoRA SFT steps at the plan's tokens per forward (full-vocabulary LM loss)."""
-    peft, opt = _lora(model, params, "sft", bool(params["sft"].get("gradient_checkpointing", False)))
-    ids = torch.randint(10, vocab, (rows, length), device=dev)
-    _reset(dev)
-    start = time.monotonic()
-    for _ in range(steps):
-        loss = peft(input_ids=ids, labels=ids, use_cache=False).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    out = Measured("sft", _peak(dev), steps * rows * length, time.monotonic() - start)
-    peft.unload()
-    return out
+def _free(trainer) -> object:
+    """The base model back without the adapter, and the trainer's optimizer and buffers released."""
+    base = trainer.model.unload() if hasattr(trainer.model, "unload") else trainer.model
+    trainer.accelerator.free_memory()
+    del trainer
+    gc.collect()
+    return base
 
 
-def run_grpo(model, params: dict, vocab: int, dev: torch.device, micro: int, completion: int, steps: int,
-             rollout_tokens: int) -> tuple[Measured, Measured]:
-    """A short hf rollout (tokens/s), then policy-gradient updates with completion-only logits."""
-    peft, opt = _lora(model, params, "rl", bool(params["rl"].get("gradient_checkpointing", False)))
-    prompt = torch.randint(10, vocab, (micro, PROMPT_TOKENS if dev.type == "cuda" else 32), device=dev)
-    _reset(dev)
-    start = time.monotonic()
-    with torch.no_grad():
-        peft.eval()
-        peft.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=rollout_tokens,
-                      min_new_tokens=rollout_tokens, do_sample=True, pad_token_id=0)
-        peft.train()
-    rollout = Measured("grpo rollout (hf)", _peak(dev), micro * rollout_tokens, time.monotonic() - start)
-    ids = torch.cat([prompt, torch.randint(10, vocab, (micro, completion), device=dev)], dim=1)
-    advantages = torch.linspace(-1.0, 1.0, micro, device=dev)
-    _reset(dev)
-    start = time.monotonic()
-    for _ in range(steps):
-        logits = peft(input_ids=ids, use_cache=False, logits_to_keep=completion + 1).logits[:, :-1].float()
-        logp = torch.log_softmax(logits, -1).gather(-1, ids[:, -completion:, None]).squeeze(-1)
-        loss = -(advantages[:, None] * torch.exp(logp - logp.detach())).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        del logits, logp, loss
-    update = Measured("grpo", _peak(dev), steps * ids.numel(), time.monotonic() - start)
-    peft.unload()
-    return rollout, update
+def run_sft(model, tok, params: dict, dev: torch.device, rows: int, length: int, steps: int,
+            accumulation: int = 1) -> tuple[Measured, object]:
+    """`steps` optimizer steps of the stage's JointSFTTrainer on joint examples of `length` tokens, `rows`
+    per forward (accumulation micro-batches per step)."""
+    from datasets import Dataset
+
+    from decision_pipeline.common.params import from_dict
+    from decision_pipeline.decision.finetune import lora_config, quiet
+    from decision_pipeline.decision.prompts import label_ids
+    from decision_pipeline.decision.sft_data import MAX_LABELS, JointCollator, JointSFTTrainer
+    from decision_pipeline.decision.sft_trainer import SFTParams, sft_config
+
+    raw = dict(params["sft"], micro_batch_size=rows, batch_size=rows * accumulation, save_steps=0,
+               train_embeddings=False, warmup_steps=0, max_steps=steps)
+    s = from_dict(SFTParams, raw, "sft")
+    g = torch.Generator().manual_seed(2)
+    prompt = min(PROMPT_TOKENS, length // 2)
+    labels = label_ids(tok, 4)
+    example = {"input_ids": torch.randint(10, len(tok), (length,), generator=g).tolist(),
+               "loss_weights": [s.prompt_loss_weight] * prompt + [1.0] * (length - prompt),
+               "readout_pos": prompt - 1, "readout_label_ids": labels + [-1] * (MAX_LABELS - len(labels)),
+               "readout_target": [0.7, 0.1, 0.1, 0.1] + [0.0] * (MAX_LABELS - 4)}
+    data = Dataset.from_list([example] * (rows * accumulation * steps))
+    timer = _StepTimer.make(dev)
+    with tempfile.TemporaryDirectory(prefix="smoke-sft-") as work:
+        trainer = quiet(JointSFTTrainer(model=model, args=sft_config(s, 1e-5, 0, work, steps), train_dataset=data,
+                                  processing_class=tok, data_collator=JointCollator(tok.pad_token_id),
+                                  peft_config=lora_config(s.lora_r, s.lora_alpha, s.lora_targets),
+                                  readout_weight=s.readout_weight, long_chain_tokens=s.long_chain_tokens,
+                                  callbacks=[timer]))
+        _reset(dev)
+        start = time.monotonic()
+        trainer.train()
+        seconds, peak = time.monotonic() - start, _peak(dev)
+        base = _free(trainer)
+    per_step = rows * accumulation * length
+    measured = Measured("sft", dev.type, peak, steps * per_step, seconds,
+                        step_tokens_per_s=per_step / timer.seconds[-1],
+                        detail={"rows": rows, "length": length, "accumulation": accumulation, "loss": "joint",
+                                "step_seconds": [round(x, 3) for x in timer.seconds],
+                                "gradient_checkpointing": s.gradient_checkpointing, "lora_r": s.lora_r})
+    return measured, base
 
 
-def predicted(params: dict, shape: ModelShape, gpu_gib: float, sizes: dict) -> dict[str, float]:
-    """The plan's peak per stage without the vLLM share (the smoke runs no vLLM) and with the overhead."""
-    out = {}
-    for p in memory_plan(params, shape, gpu_gib):
-        out[p.stage] = sum(v for k, v in p.terms.items() if not k.startswith("vllm share")) / GIB + CUDA_OVERHEAD_GIB
-    return out
+def run_grpo(model, tok, params: dict, dev: torch.device, micro: int, prompt_len: int, completion: int,
+             steps: int) -> tuple[Measured, object]:
+    """`steps` optimizer steps of TRL's GRPOTrainer (the stage's config, vLLM off) on random completions of
+    exactly `completion` tokens after `prompt_len`-token prompts, `micro` completions per forward."""
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from decision_pipeline.common.params import from_dict
+    from decision_pipeline.decision.finetune import lora_config, quiet
+    from decision_pipeline.decision.rl_trainer import RLParams, grpo_config
+
+    spg = 2   # optimizer steps per generation round: step 2 is a pure update (no rollout in it)
+    raw = dict(params["rl"], micro_batch_size=micro, num_generations=2, prompts_per_round=micro,
+               steps_per_generation=spg, max_steps=spg * max(1, -(-steps // spg)), save_steps=1000 * spg,
+               max_completion_length=completion, use_vllm=False, warmup_steps=0, rewards={"smoke": 1.0})
+    p = from_dict(RLParams, raw, "rl")
+    g = torch.Generator().manual_seed(3)
+    special = set(tok.all_special_ids) | {tok.eos_token_id, tok.pad_token_id}
+
+    def rollout(prompts: list, trainer) -> dict:   # TRL's hook: what a sampler would return, no decoding
+        def draw(n: int) -> list[int]:
+            ids = torch.randint(10, len(tok), (n,), generator=g).tolist()
+            return [t if t not in special else 10 for t in ids]
+        return {"prompt_ids": [draw(prompt_len) for _ in prompts],
+                "completion_ids": [draw(completion) for _ in prompts], "logprobs": None}
+
+    def reward(completions, **kwargs) -> list[float]:
+        return [float(i % 2) for i in range(len(completions))]
+
+    timer = _StepTimer.make(dev)
+    with tempfile.TemporaryDirectory(prefix="smoke-grpo-") as work:
+        trainer = quiet(GRPOTrainer(model=model, reward_funcs=[reward], args=grpo_config(p, 0, work),
+                              train_dataset=Dataset.from_list([{"prompt": "x"}] * (p.prompts_per_round * p.rounds)),
+                              processing_class=tok, peft_config=lora_config(p.lora_r, p.lora_alpha, p.lora_targets),
+                              rollout_func=rollout, callbacks=[timer]))
+        _reset(dev)
+        start = time.monotonic()
+        trainer.train()
+        seconds, peak = time.monotonic() - start, _peak(dev)
+        base = _free(trainer)
+    per_step = micro * (prompt_len + completion)
+    measured = Measured("grpo", dev.type, peak, p.max_steps * per_step, seconds,
+                        step_tokens_per_s=per_step / timer.seconds[-1],
+                        detail={"micro": micro, "prompt": prompt_len, "completion": completion,
+                                "loss_type": p.loss_type, "beta": p.beta, "logprob_path": logprob_path(dev),
+                                "step_seconds": [round(x, 3) for x in timer.seconds],
+                                "gradient_checkpointing": p.gradient_checkpointing, "lora_r": p.lora_r})
+    return measured, base
 
 
-def smoke(tiny: bool, steps: int, rollout_tokens: int, profile: str = "gpu") -> list[str]:
-    """Run every phase; return the printed lines (stage, measured peak, predicted peak, tokens/s)."""
+def plan_for(m: Measured, shape, params: dict) -> float | None:
+    """The plan's allocator peak (GiB, no CUDA overhead: max_memory_allocated excludes it) for a measured row."""
+    d = m.detail
+    if m.stage in ("readout", "post-chain readout"):
+        plan = readout_peak(shape, d["prefix_tokens"], d["rows"], d["batch_tokens"])
+    elif m.stage == "sft":
+        s = params["sft"]
+        plan = sft_peak(shape, d["rows"], d["length"], int(s["lora_r"]), list(s["lora_targets"]),
+                        d["gradient_checkpointing"], loss="joint", accumulation=d["accumulation"])
+    elif m.stage == "grpo":
+        r = params["rl"]
+        plan = grpo_peak(shape, d["micro"], d["prompt"], d["completion"], int(r["lora_r"]), list(r["lora_targets"]),
+                         d["gradient_checkpointing"], loss="trl_fused_lm_head", triton=d["logprob_path"] == "triton")
+    else:
+        return None
+    return plan.allocated_gib
+
+
+def smoke(tiny: bool, steps: int, shapes: str = "profile", profile: str = "gpu", json_out: Path | None = None,
+          only: tuple[str, ...] = ("readout", "sft", "grpo"), model_config: Path = QWEN3_4B) -> list[Measured]:
+    """Run every phase; each row is appended to `json_out` as soon as it is measured (a killed run keeps them)."""
     params = profile_params(profile, ROOT)
     cuda = torch.cuda.is_available() and not tiny
     dev = torch.device("cuda" if cuda else "cpu")
-    config = dict(json.loads(FIXTURE.read_text()), **(TINY if tiny else {}))
-    sizes = sizes_from_profile(params, tiny)
-    if tiny:   # shrink the profile to the stand-in sizes so the plan predicts the same shapes
-        params["sft"].update(micro_batch_size=sizes["rl_micro"], max_length=sizes["sft_tokens"] // 2,
-                             long_chain_tokens=0, lora_r=4)
-        params["rl"].update(micro_batch_size=sizes["rl_micro"], max_completion_length=sizes["completion"], lora_r=4)
-        sizes.update(sft_rows=2, sft_len=sizes["sft_tokens"] // 2)
-    model = build_model(config, dev, torch.bfloat16 if cuda else torch.float32)
-    shape = read_shape(FIXTURE) if not tiny else ModelShape(
-        hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, intermediate=128, vocab=512, tied=True,
-        max_positions=4096)
-    vocab = config["vocab_size"]
-    gpu_gib = torch.cuda.get_device_properties(0).total_memory / GIB if cuda else 80.0
-    runs = [run_readout(model, vocab, dev, PROMPT_TOKENS if cuda else 32, sizes["readout_batch_tokens"], 64,
-                        "readout"),
-            run_readout(model, vocab, dev, (PROMPT_TOKENS if cuda else 32) + sizes["max_new_tokens"],
-                        sizes["readout_batch_tokens"], 2, "post-chain readout"),
-            run_sft(model, params, vocab, dev, sizes["sft_rows"], sizes["sft_len"], steps)]
-    runs += run_grpo(model, params, vocab, dev, sizes["rl_micro"], sizes["completion"], steps, rollout_tokens)
-    plan = predicted(params, shape, gpu_gib, sizes)
-    lines = [f"device smoke on {torch.cuda.get_device_name(0) if cuda else 'cpu (tiny config)'}, torch "
-             f"{torch.__version__}, {gpu_gib:.0f} GiB; plan shown without vLLM's share (no vLLM here)",
-             f"{'stage':<20} {'measured GiB':>12} {'plan GiB':>9} {'tokens':>10} {'tok/s':>9}"]
-    for m in runs:
+    config = read_config(model_config, TINY if tiny else None)
+    shape = read_shape_dict(config)
+    tok = build_tokenizer()
+    model = build_model({**config, "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id, "bos_token_id": None},
+                        dev, torch.bfloat16 if cuda else torch.float32)
+    vocab = len(tok)
+    rows: list[Measured] = []
+
+    def keep(m: Measured) -> None:
+        m.plan_gib = plan_for(m, shape, params)
+        rows.append(m)
+        if json_out is not None:
+            json_out.write_text(json.dumps({"device": _device_name(dev), "torch": torch.__version__,
+                                            "rows": [asdict(r) for r in rows]}, indent=1))
+
+    r = params["rl"]
+    if tiny:
+        plan = {"readout": (32, 256, 64), "post": (32 + 96, 256, 2), "sft": [(2, 96)], "grpo": [2], "prompt": 32,
+                "completion": 64, "accumulation": 2}
+    elif shapes == "issue":
+        plan = {"readout": (PROMPT_TOKENS, 32768, 64), "post": (PROMPT_TOKENS + 32768, 32768, 2),
+                "sft": [(1, n) for n in ISSUE_SHAPES["sft_lengths"]], "grpo": ISSUE_SHAPES["grpo_micro"],
+                "prompt": ISSUE_SHAPES["grpo_prompt"], "completion": ISSUE_SHAPES["grpo_completion"], "accumulation": 1}
+    else:
+        sft_rows, sft_len = sft_shape(params)
+        budget = int(params.get("runtime", {}).get("readout_batch_tokens", 8192))
+        plan = {"readout": (PROMPT_TOKENS, budget, 64),
+                "post": (PROMPT_TOKENS + int(params["evaluate"]["answering"]["max_new_tokens"]), budget, 2),
+                "sft": [(sft_rows, sft_len)], "grpo": [int(r.get("micro_batch_size", 0)) or 2], "prompt": PROMPT_TOKENS,
+                "completion": int(r["max_completion_length"]), "accumulation": 1}
+    if "readout" in only:
+        keep(run_readout(model, vocab, dev, plan["readout"][0], plan["readout"][1], plan["readout"][2], "readout"))
+        keep(run_readout(model, vocab, dev, plan["post"][0], plan["post"][1], plan["post"][2], "post-chain readout"))
+    if "sft" in only:
+        for n_rows, length in plan["sft"]:
+            m, model = run_sft(model, tok, params, dev, n_rows, length, steps, plan["accumulation"])
+            keep(m)
+    if "grpo" in only:
+        for micro in plan["grpo"]:
+            m, model = run_grpo(model, tok, params, dev, micro, plan["prompt"], plan["completion"], steps)
+            keep(m)
+    return rows
+
+
+def read_shape_dict(config: dict):
+    """ModelShape of an in-memory config (the tiny CPU variant)."""
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "config.json").write_text(json.dumps(config))
+        return read_shape(d)
+
+
+def sft_shape(params: dict) -> tuple[int, int]:
+    """(rows, padded length) of the SFT forward the plan sizes: the longest single example, or a micro-batch
+    of long_chain_tokens examples."""
+    s = params["sft"]
+    micro = int(s.get("micro_batch_size", 0)) or int(s["batch_size"])
+    long_chain, max_len = int(s.get("long_chain_tokens", 0)), int(s["max_length"])
+    if 0 < long_chain < max_len:
+        return (1, max_len) if max_len >= micro * long_chain else (micro, long_chain)
+    return micro, max_len
+
+
+def _device_name(dev: torch.device) -> str:
+    return torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu (tiny config)"
+
+
+def render(rows: list[Measured]) -> list[str]:
+    """The printed table: stage, shape, measured peak beside the plan's, step tokens/s."""
+    lines = [f"{'stage':<20} {'shape':<18} {'measured GiB':>12} {'plan GiB':>9} {'tok/s':>9}  path"]
+    for m in rows:
+        d = m.detail
+        shape = (f"{d['rows']}x{d['length']}" if m.stage == "sft" else
+                 f"{d['micro']}x({d['prompt']}+{d['completion']})" if m.stage == "grpo" else
+                 f"{d['rows']}x{d['prefix_tokens']}")
+        path = (f"{d['loss_type']} beta {d['beta']}, log-probs {d['logprob_path']}" if m.stage == "grpo" else
+                "JointSFTTrainer.compute_loss" if m.stage == "sft" else "label_logits")
         meas = f"{m.peak_gib:.1f}" if m.peak_gib is not None else "n/a (cpu)"
-        pred = f"{plan[m.stage]:.1f}" if m.stage in plan else "-"
-        lines.append(f"{m.stage:<20} {meas:>12} {pred:>9} {m.tokens:>10} {m.tokens / max(m.seconds, 1e-9):>9.0f}")
+        pred = f"{m.plan_gib:.1f}" if m.plan_gib is not None else "-"
+        lines.append(f"{m.stage:<20} {shape:<18} {meas:>12} {pred:>9} {m.step_tokens_per_s or 0:>9.0f}  {path}")
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m decision_pipeline.preflight.smoke", description=__doc__.splitlines()[0])
     ap.add_argument("--tiny", action="store_true", help="CPU, tiny config (CI)")
-    ap.add_argument("--steps", type=int, default=4, help="SFT and GRPO optimizer steps")
-    ap.add_argument("--rollout-tokens", type=int, default=128, help="new tokens of the hf rollout (speed only)")
+    ap.add_argument("--steps", type=int, default=2, help="optimizer steps per SFT/GRPO shape (the last is timed)")
+    ap.add_argument("--shapes", choices=("profile", "issue"), default="profile",
+                    help="profile: the profile's sizes; issue: the H200 table's rows (SFT 8k/16k/32k, GRPO micro 1/2/4)")
+    ap.add_argument("--only", default="readout,sft,grpo", help="comma list of phases")
+    ap.add_argument("--json", type=Path, default=None, help="write the rows here as they are measured")
     ap.add_argument("--profile", default="gpu")
+    ap.add_argument("--model-config", type=Path, default=QWEN3_4B, help="config.json whose shapes to build")
     args = ap.parse_args(argv)
     if not args.tiny and not torch.cuda.is_available():
         print(f"gpu smoke: torch {torch.__version__} sees no GPU; run `make gpu-install`, or pass --tiny for the "
               "CPU check", file=sys.stderr)
         return 2
-    for line in smoke(args.tiny, args.steps, args.rollout_tokens, args.profile):
+    try:
+        rows = smoke(args.tiny, args.steps, args.shapes, args.profile, args.json, tuple(args.only.split(",")),
+                     args.model_config)
+    except PipelineError as exc:
+        print(f"gpu smoke: {exc}", file=sys.stderr)
+        return 2
+    dev = "cpu (tiny config)" if args.tiny else torch.cuda.get_device_name(0)
+    print(f"device smoke on {dev}, torch {torch.__version__}; plan = allocator peak (max_memory_allocated), "
+          "the card also needs the CUDA context")
+    for line in render(rows):
         print(line, flush=True)
     return 0
 

@@ -68,7 +68,8 @@ def backend_for_model(name: str, model: Any, tokenizer: Any, model_dir: str, bat
 
     `runtime` (RuntimeParams; None = its defaults) gives vLLM its share of the GPU and its context."""
     if name == "hf":
-        return make_backend("hf", model=model, tokenizer=tokenizer, batch_size=batch_size)
+        return make_backend("hf", model=model, tokenizer=tokenizer, batch_size=batch_size,
+                            decode=getattr(runtime, "hf_decode", "eager"))
     if name == "vllm":
         from decision_pipeline.lm.runtime import RuntimeParams, vllm_engine_kwargs
         return make_backend("vllm", model_path=model_dir, **vllm_engine_kwargs(runtime or RuntimeParams()))
