@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
 
 from tqdm.auto import tqdm
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.log import progress_mode, progress_seconds
@@ -56,12 +56,7 @@ class LiveMetrics:
     def __init__(self, directory: str | Path):
         self.dir = Path(directory)
         _reset(self.dir)
-        from dvclive import Live
-
-        self._live = Live(dir=str(self.dir), resume=False, report=None, save_dvc_exp=False, dvcyaml=None)
-        repo = getattr(self._live, "_dvc_repo", None)
-        if repo is not None:  # never used again; left open, its git packs print noise at interpreter exit
-            repo.close()
+        self._live = _file_live()(dir=str(self.dir), resume=False, report=None, save_dvc_exp=False, dvcyaml=None)
         self._warned: set[str] = set()
 
     def tsv(self, key: str) -> Path:
@@ -86,6 +81,19 @@ class LiveMetrics:
                 continue
             self._live.log_metric(key, value)
         self._live.make_summary()
+
+
+def _file_live() -> type:
+    """dvclive's `Live` as a file writer only. Why: dvc.yaml declares the files, so DVCLive needs no
+    repository of its own; left to itself it opens one (0.5 s, git packs that print noise at exit),
+    and in a git repository without `.dvc` it would even run `dvc init` there."""
+    from dvclive import Live
+
+    class FileLive(Live):
+        def _init_dvc(self) -> None:
+            self._dvc_file = "dvc.yaml"  # never written: dvcyaml=None
+
+    return FileLive
 
 
 def _reset(directory: Path) -> None:
@@ -245,7 +253,7 @@ class TrainingProgress:
         if tok_s is not None:
             parts.append(f"{rate_text(tok_s)} tok/s")
         parts.append(f"{clock_text(elapsed)} elapsed" + (f", ETA {clock_text(eta)}" if eta is not None else ""))
-        if running is not None and self.at < self.total:
+        if running is not None and running >= self.every / 2 and self.at < self.total:  # a slow step, not a gap
             parts.append(f"step {self.at + 1} running for {clock_text(running)}")
         return " | ".join(parts)
 
@@ -282,12 +290,14 @@ class StepRowsCallback(TrainerCallback):
     def _tokens(self, step: int) -> float | None:
         return None if self.tokens_per_step is None else step * self.tokens_per_step
 
-    def on_train_begin(self, args, state, control, **kwargs):
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                       **kwargs: Any) -> TrainerControl:
         self.seen = len(self.rows)
         self.progress.begin(state.global_step, state.max_steps, self._tokens(state.global_step))
         return control
 
-    def on_step_end(self, args, state, control, **kwargs):
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    **kwargs: Any) -> TrainerControl:
         for row in self.rows[self.seen:]:
             self.progress.step(int(row["step"]), self.values(row), self._tokens(int(row["step"])))
         self.seen = len(self.rows)
@@ -303,13 +313,15 @@ class LogHistoryCallback(TrainerCallback):
                  tokens_key: str | None = "num_tokens"):
         self.progress, self.values, self.tokens_key = progress, values, tokens_key
 
-    def on_train_begin(self, args, state, control, **kwargs):
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                       **kwargs: Any) -> TrainerControl:
         earlier = [e for e in state.log_history if "step" in e and int(e["step"]) <= state.global_step]
         self.progress.replay((int(e["step"]), v) for e in earlier if (v := self.values(e)))
         self.progress.begin(state.global_step, state.max_steps, float(state.num_input_tokens_seen or 0))
         return control
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+               logs: dict[str, Any] | None = None, **kwargs: Any) -> TrainerControl:
         values = self.values(logs or {})
         if values:
             tokens = (logs or {}).get(self.tokens_key) if self.tokens_key else None

@@ -210,3 +210,12 @@ def test_a_directory_with_foreign_files_is_refused_in_one_line(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(PipelineError, match="exists and is not a directory"):
         LiveMetrics(tmp_path / "file")
+
+
+def test_live_files_need_no_dvc_repository(tmp_path, monkeypatch):
+    """DVCLive writes the files only: in a git repository without `.dvc` nothing is initialised."""
+    import subprocess
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    monkeypatch.chdir(tmp_path)
+    LiveMetrics("live").log(1, {"train/loss": 1.0})
+    assert not (tmp_path / ".dvc").exists() and (tmp_path / "live" / "metrics.json").is_file()
