@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from fnmatch import fnmatch
 import sys
 import threading
 import time
@@ -46,18 +47,22 @@ def _number(value: Any) -> float | int | None:
 
 class LiveMetrics:
     """Per-step metrics as DVCLive writes them: `plots/metrics/<key>.tsv` (step, value) per key and
-    `metrics.json` with each key's latest value and the step, rewritten after every step.
+    `metrics.json` with the latest value of each key matching a `summary` pattern (fnmatch; None: every
+    key) and the step, rewritten after every step. The summary is what `dvc exp show` adds as columns,
+    so it keeps the few keys a person follows; the curves keep every key.
 
     The directory starts empty every run (a resumed run replays its earlier steps into it). A value
     that is NaN or infinite is left out, with one warning line naming the file and key, so a
     diverged step neither crashes the run nor writes `NaN` into a JSON file other tools reject.
     """
 
-    def __init__(self, directory: str | Path):
+    def __init__(self, directory: str | Path, summary: Sequence[str] | None = None):
         self.dir = Path(directory)
+        self.summary = None if summary is None else tuple(summary)
         _reset(self.dir)
         self._live = _file_live()(dir=str(self.dir), resume=False, report=None, save_dvc_exp=False, dvcyaml=None)
         self._warned: set[str] = set()
+        self._latest: dict[str, float | int] = {}
 
     def tsv(self, key: str) -> Path:
         """The history file DVCLive keeps for `key`."""
@@ -80,7 +85,23 @@ class LiveMetrics:
                           "of metrics.json (later non-finite values of this key too)", file=sys.stderr, flush=True)
                 continue
             self._live.log_metric(key, value)
+            self._latest[key] = value
+        if self.summary is not None:
+            self._live.summary = nested({k: v for k, v in sorted(self._latest.items())
+                                         if any(fnmatch(k, pattern) for pattern in self.summary)})
         self._live.make_summary()
+
+
+def nested(flat: Mapping[str, Any]) -> dict:
+    """{"train/loss": 1} -> {"train": {"loss": 1}}, as DVCLive nests its summary."""
+    out: dict = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split("/")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
 
 
 def _file_live() -> type:
@@ -157,14 +178,17 @@ class TrainingProgress:
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def open(cls, stage: str, live_dir: str | Path | None, main: bool = True, **options: Any) -> "TrainingProgress":
-        """A run's progress with its own DVCLive directory; on a non-main process neither prints nor writes."""
-        live = LiveMetrics(live_dir) if live_dir is not None and main else None
-        return cls(stage, live=live, enabled=main, **options)
+    def open(cls, stage: str, live_dir: str | Path | None, main: bool = True, *, shown: Sequence[str] = ("loss",),
+             live_prefix: str = "train", **options: Any) -> "TrainingProgress":
+        """A run's progress with its own DVCLive directory, whose summary holds the `shown` keys; on a
+        non-main process it neither prints nor writes."""
+        live = (LiveMetrics(live_dir, summary=[_prefixed(live_prefix, k) for k in shown])
+                if live_dir is not None and main else None)
+        return cls(stage, live=live, live_prefix=live_prefix, shown=shown, enabled=main, **options)
 
     def _record(self, step: int, values: Mapping[str, Any]) -> None:
         if self.live is not None:
-            self.live.log(step, {f"{self.live_prefix}/{k}" if self.live_prefix else k: v for k, v in values.items()})
+            self.live.log(step, {_prefixed(self.live_prefix, k): v for k, v in values.items()})
         with self._lock:
             self.latest.update(values)
 
@@ -276,6 +300,10 @@ class TrainingProgress:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _prefixed(prefix: str, key: str) -> str:
+    return f"{prefix}/{key}" if prefix else key
 
 
 class StepRowsCallback(TrainerCallback):

@@ -322,11 +322,12 @@ def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], t
     downstream); `seeds.plan` records every seed's init and order seeds.
     With `work_dir` each seed checkpoints there (`seed-<k>.pt`) and a rerun resumes.
     With `live_dir` every seed's per-step loss and learning rate go to DVCLive files there
-    (`train/seed-<k>/loss`, ...), a resumed seed's earlier steps replayed from its checkpoint.
+    (`train/seed-<k>/loss`, ...; the summary `dvc exp show` reads holds each seed's latest loss), a
+    resumed seed's earlier steps replayed from its checkpoint.
     """
     docs_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     heldout = encode_dev(tok, heldout_rows)
-    live = LiveMetrics(live_dir) if live_dir is not None and is_main() else None
+    live = LiveMetrics(live_dir, summary=("train/seed-*/loss",)) if live_dir is not None and is_main() else None
 
     def ckpt(k: int) -> StepCheckpoint | None:
         return None if work_dir is None else StepCheckpoint(Path(work_dir) / f"seed-{k}.pt", p.save_steps)

@@ -219,3 +219,20 @@ def test_live_files_need_no_dvc_repository(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     LiveMetrics("live").log(1, {"train/loss": 1.0})
     assert not (tmp_path / ".dvc").exists() and (tmp_path / "live" / "metrics.json").is_file()
+
+
+def test_the_summary_keeps_the_followed_keys_and_the_curves_keep_all(tmp_path):
+    """`dvc exp show` gets a column per summary key: `open` keeps the shown ones; the tsv files keep every key."""
+    progress = TrainingProgress.open("rl", tmp_path / "live", shown=("reward", "loss"), mode="off")
+    progress.begin(0, 2)
+    progress.step(1, {"loss": 0.5, "reward": 0.25, "grad_norm": 3.0, "rewards/format/mean": 1.0})
+    progress.step(2, {"loss": 0.4, "grad_norm": 2.0})
+    assert strict_json(tmp_path / "live" / "metrics.json") == {"train": {"loss": 0.4, "reward": 0.25}, "step": 2}
+    assert tsv_rows(tmp_path / "live/plots/metrics/train/grad_norm.tsv") == [["step", "grad_norm"], ["1", "3.0"],
+                                                                           ["2", "2.0"]]
+    assert (tmp_path / "live/plots/metrics/train/rewards/format/mean.tsv").is_file()
+    pretrain = LiveMetrics(tmp_path / "pre", summary=("train/seed-*/loss",))
+    pretrain.log(3, {"train/seed-0/loss": 2.0, "train/seed-0/lr": 0.1})
+    pretrain.log(1, {"train/seed-1/loss": 2.5, "train/seed-1/lr": 0.2})
+    assert strict_json(tmp_path / "pre" / "metrics.json") == {
+        "train": {"seed-0": {"loss": 2.0}, "seed-1": {"loss": 2.5}}, "step": 1}

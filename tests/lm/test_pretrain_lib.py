@@ -131,7 +131,7 @@ def test_live_metrics_hold_every_seed_and_step(tiny, texts, dev_rows, tmp_path):
     assert rows == ["step\tloss"] + [f"{r['step']}\t{r['loss']}" for r in log]  # seed 0's loss log, step by step
     summary = json.loads(files["metrics.json"])
     assert summary["step"] == len(log) == metrics["train"]["steps"]
-    assert summary["train"]["seed-0"]["loss"] == log[-1]["loss"] and set(summary["train"]) == {"seed-0", "seed-1"}
+    assert summary["train"] == {"seed-0": {"loss": log[-1]["loss"]}, "seed-1": {"loss": summary["train"]["seed-1"]["loss"]}}
 
 
 def test_a_resumed_run_rebuilds_the_live_files_of_an_uninterrupted_one(tiny, texts, dev_rows, tmp_path):
