@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out-pool", required=True)
     ap.add_argument("--out-dev", required=True, help="dev target (the register classifier's)")
-    ap.add_argument("--out-heldout", required=True, help="held-out evaluation set (pretrain perplexity)")
+    ap.add_argument("--out-heldout", required=True, help="held-out evaluation set (pretrain perplexity, headline)")
+    ap.add_argument("--out-tune", required=True, help="tune set (pretrain perplexity that curation knobs are chosen on)")
     ap.add_argument("--metrics", required=True)
     args = ap.parse_args(argv)
     started = time.time()
@@ -35,10 +36,11 @@ def main(argv: list[str] | None = None) -> None:
         from decision_pipeline.common.errors import PipelineError
         raise PipelineError(f"{args.params}: curate.minhash is missing; the held-out set's near-duplicate test uses it")
     minhash = from_dict(MinhashParams, raw["curate"]["minhash"], f"{args.params}: curate.minhash")
-    pool, dev, heldout, metrics = ingest(p, load_base(args.params).seed + p.seed_offset, minhash)
+    pool, dev, heldout, tune, metrics = ingest(p, load_base(args.params).seed + p.seed_offset, minhash)
     write_table(args.out_pool, pool, POOL_SCHEMA)
     write_table(args.out_dev, dev, DEV_SCHEMA)
     write_table(args.out_heldout, heldout, DEV_SCHEMA)
+    write_table(args.out_tune, tune, DEV_SCHEMA)
     write_json(args.metrics, metrics)
     summary("ingest", started, pool_docs=metrics["pool_docs"], dev_docs=metrics["dev_docs"],
             heldout_docs=metrics["heldout_docs"], near_dups=metrics["heldout"]["near_duplicates_dropped"],

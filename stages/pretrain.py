@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--selection", required=True, help="the curate output directory (selection.json)")
     ap.add_argument("--pool", required=True)
     ap.add_argument("--heldout", required=True, help="held-out evaluation documents (ingest's heldout.parquet)")
+    ap.add_argument("--tune", help="knob-tuning documents (ingest's tune.parquet): evaluated into tune_seeds")
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--out", required=True, help="model directory")
     ap.add_argument("--work", required=True, help="persistent checkpoint directory (resume)")
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     on_main_then_all(lambda: claim(args.work, fingerprint, "pretrain"))
     model, log, metrics = pretrain(args.name, chosen, heldout, tok, p, budget, seed, work_dir=args.work,
                                    n_budget_docs=sel.get("n_budget_docs"),  # seeds reorder, never swap in the tail
-                                   live_dir=args.live)
+                                   live_dir=args.live, tune_rows=read_table(args.tune) if args.tune else ())
     finish()
     if not is_main():
         return  # only rank 0 writes

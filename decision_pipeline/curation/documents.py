@@ -26,7 +26,7 @@ from decision_pipeline.common.params import rule
 from decision_pipeline.curation import _lexicon as lx
 from decision_pipeline.questions.families import reasoning_text
 from decision_pipeline.curation._grammar import CLEAN_GENERATORS, REGISTERS, Draw, near_dup_text, noise_text
-from decision_pipeline.curation.heldout import drop_near_duplicates, split_external
+from decision_pipeline.curation.heldout import drop_near_duplicates, split_external, split_tune
 from decision_pipeline.curation.minhash import MinhashParams
 
 NOISE_KINDS: tuple[str, ...] = ("boilerplate", "repeated", "near_dup", "junk", "short")
@@ -63,6 +63,9 @@ class IngestParams:
                                   "stage); configs/external/none = generate")
     external_dev: str = rule(external=True, doc="JSONL/Parquet dev file with id, text, register (a dep of the stage); "
                                  "configs/external/none = generate")
+    tune_fraction: float = rule(min=0.0, max=0.9, doc="share of the held-out documents (by SHA-256 of the id) set "
+                                "apart as the tune set: curation knobs are chosen on its perplexity, the rest stays "
+                                "the held-out set read for the headline only")
     seed_offset: int = rule(min=0, doc="added to base.seed for the generated documents alone: a noise study "
                             "regenerates the data with it (reporting/noise_study.py, source data)")
 
@@ -248,8 +251,8 @@ def _pool_row(doc: dict) -> dict:
 
 
 def ingest(p: IngestParams, seed: int,
-           minhash: MinhashParams) -> tuple[list[dict], list[dict], list[dict], dict]:
-    """Pool rows (POOL_SCHEMA), dev-target rows and held-out rows (DEV_SCHEMA), and metrics.
+           minhash: MinhashParams) -> tuple[list[dict], list[dict], list[dict], list[dict], dict]:
+    """Pool rows (POOL_SCHEMA), dev-target, held-out and tune rows (DEV_SCHEMA), and metrics.
 
     Dev target and held-out set never share a text with the pool; the held-out set also has no
     near-duplicate (`minhash`) among target and pool documents (see `heldout`). The generated
@@ -283,9 +286,13 @@ def ingest(p: IngestParams, seed: int,
     if missing:
         raise PipelineError(f"ingest: held-out register '{missing[0]}' has no documents left after near-duplicate "
                             "removal; raise ingest.heldout_per_register (or ingest.heldout_fraction)")
+    heldout, tune = split_tune(heldout, p.tune_fraction)
+    if tune and {d["register"] for d in tune} != {d["register"] for d in heldout}:
+        raise PipelineError("ingest: the tune/held-out split left a register on one side only; raise "
+                            "ingest.heldout_per_register or change ingest.tune_fraction")
     metrics = {"pool_docs": len(pool), "dev_docs": len(dev), "dev_registers": dict(sorted(counts.items())),
-               "heldout_docs": len(heldout), "heldout": held_report,
+               "heldout_docs": len(heldout), "heldout": held_report, "tune_docs": len(tune),
                "pool_words": int(sum(len(d["text"].split()) for d in pool)),
                "safety_scores": {str(k): v for k, v in sorted(Counter(int(d.get("safety_score") or 0) for d in pool).items())}}
     rows = lambda docs: [{"id": d["id"], "text": d["text"], "register": d["register"]} for d in docs]  # noqa: E731
-    return [_pool_row(d) for d in pool], rows(dev), rows(heldout), metrics
+    return [_pool_row(d) for d in pool], rows(dev), rows(heldout), rows(tune), metrics

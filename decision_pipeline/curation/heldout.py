@@ -28,6 +28,16 @@ def split_external(dev: Sequence[dict], heldout_fraction: float) -> tuple[list[d
     return parts["target"], parts["heldout"]
 
 
+def split_tune(heldout: Sequence[dict], tune_fraction: float) -> tuple[list[dict], list[dict]]:
+    """(held-out, tune) by SHA-256 of each id: knobs are tuned on one part, the headline read on the other."""
+    if tune_fraction <= 0:
+        return list(heldout), []
+    parts: dict[str, list[dict]] = {"heldout": [], "tune": []}
+    for d in heldout:
+        parts[stable_split(d["id"], {"heldout": 1 - tune_fraction, "tune": tune_fraction}, salt="tune")].append(d)
+    return parts["heldout"], parts["tune"]
+
+
 def drop_near_duplicates(heldout: Sequence[dict], target: Sequence[dict], pool: Sequence[dict],
                          p: MinhashParams, seed: int) -> tuple[list[dict], dict]:
     """The held-out documents that have no near-duplicate among target, pool or earlier held-out ones.

@@ -269,21 +269,31 @@ def train_and_eval(docs_ids: Sequence[Sequence[int]], dev: DevSet, tok: PreTrain
                    p: PretrainParams, budget: int, seed: int, desc: str,
                    checkpoint: StepCheckpoint | None = None,
                    init_seed: int | None = None,
-                   progress: TrainingProgress | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
+                   progress: TrainingProgress | None = None,
+                   tune: DevSet | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
     """One run: pack to `budget`, train, evaluate every dev register; (model, loss log, held-out report).
-    `seed` orders the windows; `init_seed` (default: `seed`) initialises the model; `progress` reports it."""
+    `seed` orders the windows; `init_seed` (default: `seed`) initialises the model; `progress` reports it;
+    `tune` (the knob-tuning set) is evaluated too, into the report's `tune` block."""
     tokens = pack_tokens(docs_ids, tok.eos_token_id, budget)
     model = build_tiny_model(p.model, len(tok), tok.pad_token_id, tok.eos_token_id,
                              seed if init_seed is None else init_seed)
     log = train_on_tokens(model, tokens, p, seed, desc=desc, checkpoint=checkpoint, progress=progress)
+    report = evaluate_set(model, dev, p.seq_len)
+    if tune:
+        report["tune"] = evaluate_set(model, tune, p.seq_len)
+    return model, log, report
+
+
+def evaluate_set(model: PreTrainedModel, dev: DevSet, seq_len: int) -> dict:
+    """Perplexity and bits per byte per register and pooled, and the equal-register perplexity."""
     report, total_nll, total_tok, total_bytes = {"registers": {}}, 0.0, 0, 0
     for register, (ids, n_bytes) in sorted(dev.items()):
-        nll, n = heldout_nll(model, ids, p.seq_len)
+        nll, n = heldout_nll(model, ids, seq_len)
         report["registers"][register] = perplexity_report(nll, n, n_bytes)
         total_nll, total_tok, total_bytes = total_nll + nll, total_tok + n, total_bytes + n_bytes
     report.update(perplexity_report(total_nll, total_tok, total_bytes))
     report["ppl_equal_registers"] = equal_weight_ppl(report["registers"])
-    return model, log, report
+    return report
 
 
 def equal_weight_ppl(registers: Mapping[str, Mapping]) -> float:
@@ -313,7 +323,8 @@ def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], t
              p: PretrainParams, budget: int, seed: int,
              work_dir: str | Path | None = None,
              n_budget_docs: int | None = None,
-             live_dir: str | Path | None = None) -> tuple[PreTrainedModel, list[dict], dict]:
+             live_dir: str | Path | None = None,
+             tune_rows: Sequence[Mapping] = ()) -> tuple[PreTrainedModel, list[dict], dict]:
     """Train on selection `name` over `p.seeds` seeds; (seed-0 model, its loss log, metrics).
 
     Seed k packs the documents in the seeded order `seed_plan(p, seed, k)["order"]` and initialises
@@ -324,9 +335,12 @@ def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], t
     With `live_dir` every seed's per-step loss and learning rate go to DVCLive files there
     (`train/seed-<k>/loss`, ...; the summary `dvc exp show` reads holds each seed's latest loss), a
     resumed seed's earlier steps replayed from its checkpoint.
+    `tune_rows` (ingest's tune set) are evaluated beside the held-out set: `tune_seeds` is what curation
+    knobs are chosen on, so the held-out numbers stay unread until the headline (the research's dev/hidden split).
     """
     docs_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     heldout = encode_dev(tok, heldout_rows)
+    tune = encode_dev(tok, tune_rows) if tune_rows else None
     live = LiveMetrics(live_dir, summary=("train/seed-*/loss",)) if live_dir is not None and is_main() else None
 
     def ckpt(k: int) -> StepCheckpoint | None:
@@ -340,7 +354,8 @@ def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], t
         return train_and_eval([docs_ids[i] for i in order], heldout, tok, p, budget, plan["order"],
                               f"pretrain {name}" + (f" seed {k + 1}" if k else ""), ckpt(k), init_seed=plan["init"],
                               progress=TrainingProgress("pretrain", f"{name} seed {k + 1}/{p.seeds}", live=live,
-                                                        live_prefix=f"train/seed-{k}", enabled=is_main()))
+                                                        live_prefix=f"train/seed-{k}", enabled=is_main()),
+                              tune=tune)
 
     model, log, report = run(0)
     metrics = {"heldout": report, "params": count_params(model), "train": {
@@ -349,6 +364,8 @@ def pretrain(name: str, texts: Sequence[str], heldout_rows: Sequence[Mapping], t
     reports = [report] + [run(k)[2] for k in range(1, p.seeds)]
     metrics["seeds"] = {**seed_spread(reports), "noise": p.noise, "order_policy": "seeded shuffle, every seed",
                         "plan": [seed_plan(p, seed, k) for k in range(p.seeds)]}
+    if tune:
+        metrics["tune_seeds"] = seed_spread([r.pop("tune") for r in reports])
     return model, log, metrics
 
 

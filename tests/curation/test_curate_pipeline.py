@@ -117,8 +117,9 @@ MINHASH = MinhashParams(num_perm=64, bands=16, rows=4, ngram=5)
 def test_ingest_pool_dev_and_heldout_are_disjoint_and_counted():
     p = IngestParams(n_docs=120, noise_fraction=0.25, dev_per_register=3, heldout_per_register=4, heldout_fraction=0.5,
                      dev_registers=["news", "qa", "reasoning"], register_weights={"news": 1.0, "reasoning": 1.0},
-                     external_pool="", external_dev="", seed_offset=0)
-    pool, dev, heldout, metrics = ingest(p, seed=5, minhash=MINHASH)
+                     external_pool="", external_dev="", seed_offset=0, tune_fraction=0.0)
+    pool, dev, heldout, tune, metrics = ingest(p, seed=5, minhash=MINHASH)
+    assert tune == [] and metrics["tune_docs"] == 0
     assert len(pool) == metrics["pool_docs"] == 120 and len(dev) == metrics["dev_docs"] == 9
     assert metrics["dev_registers"] == {"news": 3, "qa": 3, "reasoning": 3}
     assert len(heldout) == metrics["heldout_docs"] == 12 - metrics["heldout"]["near_duplicates_dropped"]
@@ -127,10 +128,23 @@ def test_ingest_pool_dev_and_heldout_are_disjoint_and_counted():
     assert not texts[0] & texts[1] and not texts[0] & texts[2] and not texts[1] & texts[2]
     assert sum(metrics["safety_scores"].values()) == 120
     assert all(set(json.loads(r["meta_json"])) >= {"meta_kind", "meta_register"} for r in pool)
-    again, _, held_again, _ = ingest(p, seed=5, minhash=MINHASH)
+    again, _, held_again, _, _ = ingest(p, seed=5, minhash=MINHASH)
     assert again == pool and held_again == heldout
     assert ingest(p, seed=6, minhash=MINHASH)[0] != pool
     assert np.isclose(metrics["pool_words"], sum(len(r["text"].split()) for r in pool))
+
+
+def test_tune_set_is_a_stable_hash_share_of_the_held_out_documents():
+    """Curation knobs are read on the tune part; the held-out part is left for the headline."""
+    from decision_pipeline.common.hashing import stable_split
+    base = dict(n_docs=120, noise_fraction=0.25, dev_per_register=3, heldout_per_register=8, heldout_fraction=0.5,
+                dev_registers=["news", "qa"], register_weights={"news": 1.0}, external_pool="", external_dev="",
+                seed_offset=0)
+    _, _, whole, none, _ = ingest(IngestParams(**base, tune_fraction=0.0), seed=5, minhash=MINHASH)
+    _, _, heldout, tune, m = ingest(IngestParams(**base, tune_fraction=0.5), seed=5, minhash=MINHASH)
+    assert none == [] and sorted(heldout + tune, key=lambda d: d["id"]) == sorted(whole, key=lambda d: d["id"])
+    assert m["tune_docs"] == len(tune) > 0 and m["heldout_docs"] == len(heldout) > 0
+    assert all(stable_split(d["id"], {"heldout": 0.5, "tune": 0.5}, salt="tune") == "tune" for d in tune)
 
 
 def test_heldout_near_duplicates_of_target_or_pool_are_dropped():

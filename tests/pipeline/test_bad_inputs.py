@@ -160,7 +160,7 @@ def parquet_question(**drop_or_set) -> dict:
 def ingest_case(tmp: Path, expect: tuple[str, ...], changes: dict) -> Case:
     out = tmp / "out"
     return Case("ingest", ["--params", write_params(tmp, changes), "--out-pool", str(out / "pool.parquet"),
-                           "--out-dev", str(out / "dev.parquet"), "--out-heldout", str(out / "heldout.parquet"),
+                           "--out-dev", str(out / "dev.parquet"), "--out-heldout", str(out / "heldout.parquet"), "--out-tune", str(out / "tune.parquet"),
                            "--metrics", str(out / "ingest.json")], expect)
 
 
