@@ -7,7 +7,7 @@
 #   3. runs `python -m decision_pipeline.preflight.gpu_check --measure`: the smoke with the real SFT/GRPO
 #      trainers at the H200 table's shapes beside the memory plan, hf decode ms/step eager vs static-cache
 #      compiled at batch 1 and 64 (Qwen3-4B shapes, random bf16 weights), then the real stage chain on
-#      SmolLM2-135M shapes; each phase has its own time limit (150 + 130 + 90 s) and writes its JSON as
+#      SmolLM2-135M shapes; each phase has its own time limit (160 + 140 + 80 s) and writes its JSON as
 #      rows finish, so a timeout keeps what finished.
 # Output folder: $OUT (the device tool's), else the first argument, else /tmp/gpu-measure. Files: env.json,
 # smoke.json, decode.json, stages.json, table.txt, gpu_check.json, log.txt. TINY=1 runs the CPU variant.

@@ -27,7 +27,7 @@ from decision_pipeline.preflight.model_dirs import QWEN3_4B, SMOLLM2_135M, read_
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = {"stages": 240, "smoke": 300, "decode": 300}            # make gpu-check
-MEASURE_TIMEOUT_S = {"smoke": 150, "decode": 130, "stages": 90}     # scripts/gpu_measure.sh: ~6 minutes in all
+MEASURE_TIMEOUT_S = {"smoke": 160, "decode": 140, "stages": 80}     # scripts/gpu_measure.sh: ~6 minutes in all
 
 
 def phase_command(phase: str, out: Path, tiny: bool, measure: bool, stage_config: Path, smoke_config: Path,
@@ -43,7 +43,7 @@ def phase_command(phase: str, out: Path, tiny: bool, measure: bool, stage_config
                 "--shapes", "issue" if measure and not tiny else "profile", "--json", str(out / "smoke.json")]
     if phase == "decode":
         extra = ["--batches", "1,4", "--prompt", "64", "--steps", "8"] if tiny else []
-        return [*py, "decision_pipeline.preflight.decode_bench", *flag, *extra, "--deadline-s", str(timeout_s - 25),
+        return [*py, "decision_pipeline.preflight.decode_bench", *flag, *extra, "--deadline-s", str(timeout_s - 20),
                 "--json", str(out / "decode.json")]
     raise PipelineError(f"gpu-check: phase {phase!r} is unknown; use stages, smoke, decode")
 
