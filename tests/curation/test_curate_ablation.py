@@ -1,49 +1,63 @@
-"""The ablation grid: 5 overfills x 3 modes, each a named queued experiment on pretrain@curated,
-and the results table read back from `dvc exp show --json`."""
+"""The ablation grid (docs x the research's depths, M4 pooled, M6 token quotas at the winner's mix), each
+a named queued experiment on pretrain@curated, read back on the tune set from the experiments' git trees."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
 from pathlib import Path
+
+import pytest
+
+from decision_pipeline.common.errors import PipelineError
 
 spec = importlib.util.spec_from_file_location(
     "curate_ablation", Path(__file__).resolve().parents[2] / "scripts" / "curate_ablation.py")
 ablation = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ablation)
 
-
-def test_grid_and_commands():
-    cmds = ablation.commands()
-    assert len(cmds) == 15 and len({c[5] for c in cmds}) == 15
-    assert cmds[0] == ["dvc", "exp", "run", "--queue", "--name", "curate-docs-of1",
-                       "-S", "curate.mode=docs", "-S", "curate.overfill=1.0", "pretrain@curated"]
-    assert cmds[-1][5] == "curate-pooled-of4p5"
-    micro = ablation.commands(overfills=(2.2,), modes=("tokens",), extra=ablation.MICRO)
-    assert micro == [["dvc", "exp", "run", "--queue", "--name", "curate-tokens-of2p2", "-S", "curate.mode=tokens",
-                      "-S", "curate.overfill=2.2", "-S", "curate.budget_tokens=15000", "-S", "curate.reserve=0.1",
-                      "pretrain@curated"]]
+MIX = {"news": {"docs": 10, "tokens": 300}, "qa": {"docs": 20, "tokens": 600}, "forum": {"docs": 5, "tokens": 100}}
 
 
-def _exp(name, mode, overfill, ppl):
-    seeds = {"n": len(ppl), "ppl": ppl, "ppl_mean": sum(ppl) / len(ppl), "ppl_min": min(ppl), "ppl_max": max(ppl)}
-    return {"rev": name * 2, "name": name, "data": {
-        "params": {"params.yaml": {"data": {"curate": {"mode": mode, "overfill": overfill}}}},
-        "metrics": {"metrics/pretrain/curated.json": {"data": {"seeds": seeds}},
-                    "metrics/curate/curated.json": {"data": {"fallback_docs": 0 if overfill > 1 else 7,
-                                                             "selected_docs": 10}}}}}
+def test_winner_mix_and_grid():
+    mix = ablation.winner_mix({"register_mix": MIX})
+    assert mix == {"news": 0.3, "qa": 0.6, "forum": 0.1}
+    g = ablation.grid(mix)
+    assert list(g)[:2] == ["curate-docs-of1", "curate-docs-of1p6"] and len(g) == 7
+    assert g["curate-m4-pooled"] == ["curate.mode=pooled", "curate.overfill=1.0"]
+    assert g["curate-m6-tokens"][-1] == "curate.weights={forum:0.1,news:0.3,qa:0.6}"
+    assert ablation.command("x", ["a=1"], ablation.MICRO) == [
+        "dvc", "exp", "run", "--queue", "--name", "x", "-S", "a=1", "-S", "curate.budget_tokens=15000",
+        "-S", "curate.reserve=0.1", "pretrain@curated"]
+    with pytest.raises(PipelineError, match="register_mix has no tokens"):
+        ablation.winner_mix({})
 
 
-def test_collect_reads_the_grid_back_from_exp_show():
-    # the shape `dvc exp show --json` nests experiments in: baseline -> experiments -> revs
-    show = [{"rev": "workspace", "name": None, "data": {"params": {}}, "experiments": None},
-            {"rev": "abc", "name": "main", "data": {"params": {}}, "experiments": [
-                {"name": "curate-docs-of2p2", "revs": [_exp("curate-docs-of2p2", "docs", 2.2, [6.0, 7.0])]},
-                {"name": "curate-pooled-of1", "revs": [_exp("curate-pooled-of1", "pooled", 1.0, [9.0])]},
-                {"name": "curate-docs-of1", "revs": [_exp("curate-docs-of1", "docs", 1.0, [5.0, 6.0, 7.0])]},
-                {"name": "other-exp", "revs": [_exp("other-exp", "docs", 3.2, [1.0])]},
-                {"name": "curate-docs-of4p5", "revs": [{"rev": "q", "name": "curate-docs-of4p5",
-                                                        "data": {"params": {}, "metrics": {}}}]}]}]
-    table = ablation.collect(show)
-    rows = table["rows"]
-    assert [(r["mode"], r["overfill"]) for r in rows] == [("docs", 1.0), ("docs", 2.2), ("pooled", 1.0)]
-    assert rows[0]["ppl_mean"] == 6.0 and rows[0]["ppl_min"] == 5.0 and rows[0]["ppl_max"] == 7.0
-    assert rows[0]["fallback_docs"] == 7 and rows[1]["fallback_docs"] == 0 and rows[0]["seeds"] == 3
+def _commit(repo: Path, env: dict, ppl: list[float], mode: str) -> str:
+    (repo / "metrics/pretrain").mkdir(parents=True, exist_ok=True)
+    (repo / "metrics/curate").mkdir(parents=True, exist_ok=True)
+    (repo / "params.yaml").write_text(f"curate:\n  mode: {mode}\n  overfill: 1.0\n")
+    tune = {"n": len(ppl), "ppl": ppl, "ppl_mean": sum(ppl) / len(ppl)}
+    (repo / ablation.PPL).write_text(json.dumps({"tune_seeds": tune, "seeds": {"ppl": [99.0] * len(ppl)}}))
+    (repo / ablation.CURATE).write_text(json.dumps({"register_mix": MIX, "fallback_docs": 3}))
+    subprocess.run(["git", "add", "-A"], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "commit", "-qm", mode], cwd=repo, env=env, check=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+
+
+def test_collect_reads_the_tune_set_and_pairs_with_the_committed_run(tmp_path, monkeypatch):
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    base = _commit(tmp_path, env, [6.0, 7.0, 8.0], "docs")
+    exp = _commit(tmp_path, env, [5.0, 7.5, 7.0], "pooled")
+    subprocess.run(["git", "update-ref", f"refs/exps/{base[:2]}/{base[2:]}/curate-m4-pooled", exp], cwd=tmp_path,
+                   check=True)
+    monkeypatch.chdir(tmp_path)
+    table = ablation.collect(base, ["curate-m4-pooled"])
+    (r,) = table["rows"]
+    assert (r["mode"], r["ppl_mean"], r["ppl_min"], r["fallback_docs"]) == ("pooled", 6.5, 5.0, 3)
+    assert r["vs_committed"]["per_run"] == [-1.0, 0.5, -1.0] and r["vs_committed"]["verdict"] == "not tested"
+    with pytest.raises(PipelineError, match="curate-m6-tokens has no results"):
+        ablation.collect(base, ["curate-m4-pooled", "curate-m6-tokens"])
