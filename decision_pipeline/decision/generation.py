@@ -59,8 +59,8 @@ class GenerateParams:
     teacher_deadline_s: float = rule(run_control=True, gt=0.0, default=900.0,
                                      doc="seconds one teacher request may take in all: every attempt (each at most "
                                          "teacher_timeout_s) and the back-off between retries; then it fails naming "
-                                         "this key. A server that stops answering GET /models fails within about a "
-                                         "minute whatever this is")
+                                         "this key. A server that stops answering altogether (GET /models too) fails "
+                                         "within about 80 s whatever this is")
 
 
 def record_id(question_id: str, source: str, sample: int) -> str:

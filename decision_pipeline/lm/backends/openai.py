@@ -12,7 +12,8 @@ in flight when that happens still finish (and are counted) but are discarded.
 Bounded waiting (why: a hung teacher used to cost retries x timeout, ~50 min at 600 s): each
 attempt waits at most `timeout_s`; all attempts and back-off of one request together at most
 `deadline_s`; and while a request waits, `GET /models` is asked every `liveness_s`: two
-unanswered in a row mean the server is gone, and the request fails then, not at its timeout.
+unanswered in a row (each given LIVENESS_TIMEOUT_S) mean the server is gone, and the request
+fails then (about 80 s at the default 30 s), not at its timeout.
 Every reply goes through `lm.replies` (one line naming the field and what came back).
 """
 from __future__ import annotations
