@@ -13,6 +13,8 @@ from decision_pipeline.bench.data import S1mbDataParams
 from decision_pipeline.charter.annotate import AgreementParams, ReflectParams
 from decision_pipeline.charter.improve_run import ImproveParams
 from decision_pipeline.charter.judge import JudgeParams
+from decision_pipeline.charter.judge_prompt import JudgePromptParams
+from decision_pipeline.charter.ranking import RankParams
 from decision_pipeline.charter.reviews import ReviewsParams
 from decision_pipeline.charter.seed import SeedSampleParams
 from decision_pipeline.charter.throughput import ThroughputParams
@@ -44,6 +46,7 @@ SECTIONS: dict[str, type] = {
     "rl_probe": RlProbeParams, "rl_select": RlSelectParams, "rl": RLParams,
     "seed_sample": SeedSampleParams, "reflect": ReflectParams, "improve": ImproveParams, "judge": JudgeParams,
     "reviews": ReviewsParams, "judge_agreement": AgreementParams, "throughput": ThroughputParams, "runtime": RuntimeParams,
+    "judge_prompt": JudgePromptParams, "rank_generators": RankParams,
 }
 
 

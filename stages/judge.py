@@ -1,9 +1,11 @@
 """Stage `judge@{candidate}`: the rubric judge scores each reflection `judge.repeats`
-times (strict JSON, one retry, then a counted failure); hard checks and the verdict
-rule decide; per-candidate aggregates as metrics."""
+times (strict JSON, one retry, then a counted failure) with the frozen prompt of the
+judge-prompt loop (--prompt); hard checks and the verdict rule decide; per-candidate
+aggregates as metrics (accept rate per safety score, the citation-gap flag on benign documents)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from decision_pipeline.charter.annotate import (ReflectParams, check_judge_not_candidate, check_reflections, judge,
@@ -25,9 +27,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--metrics-dir", default="metrics/charter/judge")
     ap.add_argument("--throughput-metrics", default="metrics/charter/throughput",
                     help="throughput@candidate records: the cost screen gates this stage")
+    ap.add_argument("--prompt", default="", help="the judge prompt to use instead of judge.prompt "
+                                                 "(judge_prompt's frozen final.md)")
     args = ap.parse_args(argv)
     started = time.time()
     cfg = load_section(JudgeParams, "judge", args.params)
+    if args.prompt:
+        cfg = replace(cfg, prompt=args.prompt)
     reflect_cfg = load_section(ReflectParams, "reflect", args.params)
     charter = reflect_cfg.charter
     check_judge_not_candidate(cfg, reflect_cfg.candidates)

@@ -60,3 +60,42 @@ def agreement_over_repeats(judge_by_repeat: dict[int, dict[str, str]], reference
             "concordance": float(np.mean([p["concordance"] for p in per.values()])),
             "repeats": {str(r): {"kappa": p["kappa"], "concordance": p["concordance"], "n": p["n"]}
                         for r, p in per.items()}}
+
+
+def paired_kappa_gain(reference: dict[str, str], before: dict[str, str | None], after: dict[str, str | None],
+                      ids: list[str], n_resamples: int, confidence: float, seed: int) -> dict:
+    """kappa(after) - kappa(before) against one reference over the same items, with a paired
+    percentile bootstrap CI (the same resampled items for both; undefined resamples skipped and
+    counted). Says whether a prompt revision's gain is more than which items happened to be drawn."""
+    keys = [k for k in ids if before.get(k) is not None and after.get(k) is not None and k in reference]
+    if not keys:
+        raise PipelineError("judge-prompt gain: no item has both verdicts and a reference")
+    ref = np.array([reference[k] for k in keys])
+    a, b = np.array([before[k] for k in keys]), np.array([after[k] for k in keys])
+    def gain(idx: np.ndarray) -> float | None:
+        ka = cohen_kappa(a[idx].tolist(), ref[idx].tolist(), labels=LABELS)
+        kb = cohen_kappa(b[idx].tolist(), ref[idx].tolist(), labels=LABELS)
+        return None if ka is None or kb is None else kb - ka
+    point = gain(np.arange(len(keys)))
+    rng = make_rng(seed, "kappa-gain-bootstrap")
+    stats, undefined = [], 0
+    for _ in range(n_resamples):
+        g = gain(rng.integers(0, len(keys), len(keys)))
+        if g is None:
+            undefined += 1
+        else:
+            stats.append(g)
+    alpha = (1 - confidence) / 2
+    low, high = (float(q) for q in np.quantile(stats, [alpha, 1 - alpha])) if stats else (None, None)
+    return {"diff": point, "ci_low": low, "ci_high": high, "n": len(keys), "undefined_resamples": undefined,
+            "beyond_noise": low is not None and low > 0}
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float | None, float | None]:
+    """Wilson score interval of k successes in n (None, None when n == 0)."""
+    if n == 0:
+        return None, None
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

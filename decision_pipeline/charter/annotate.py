@@ -16,11 +16,12 @@ from decision_pipeline.charter import store
 from decision_pipeline.charter.agreement import LABELS, agreement_over_repeats
 from decision_pipeline.charter.charter import Charter, load_charter
 from decision_pipeline.charter.checks import CheckParams, parse_reflection, split_voices
-from decision_pipeline.charter.generators import (CandidateParams, EndpointGenerator, ReferenceGenerator,
-                                                  check_candidate)
+from decision_pipeline.charter.generators import (CandidateParams, EndpointGenerator, check_candidate,
+                                                  reference_generator)
 from decision_pipeline.charter.judge import JudgeParams, judge_all, make_judge
 from decision_pipeline.charter.prompts import load_prompt
-from decision_pipeline.charter.reviews import PROVENANCE, ReviewsParams, seeded_reviews
+from decision_pipeline.charter.reviews import (PROVENANCE, ReviewsParams, expected_disagreement,
+                                               measured_disagreement, seeded_reviews)
 from decision_pipeline.charter.seed import SPLITS
 from decision_pipeline.charter.rubric import VOICES
 from decision_pipeline.charter.throughput import ThroughputParams, cost, measure, served
@@ -51,7 +52,8 @@ def candidate(cfg: ReflectParams, name: str) -> CandidateParams:
 
 def _generator(name: str, c: CandidateParams, charter: Charter, checks: CheckParams, base_url: str, seed: int):
     if c.kind == "reference":
-        return ReferenceGenerator(name, c.reference, charter, checks), 0
+        prompt = load_prompt(c.prompt, charter) if c.prompt else None
+        return reference_generator(name, c.reference, charter, checks, prompt), prompt.version if prompt else 0
     if not c.prompt:
         raise PipelineError(f"reflect.candidates.{name}.prompt: an endpoint candidate needs a prompt file")
     prompt = load_prompt(c.prompt, charter)
@@ -102,17 +104,24 @@ def reflect(name: str, cfg: ReflectParams, checks: CheckParams, docs: list[dict]
         gen, _ = _generator(name, c, charter, checks, c.base_url, seed)
         texts = gen.reflect(docs)
     seconds = time.perf_counter() - started
-    rows = []
-    for d, text in zip(docs, texts):
-        where = f"candidate '{name}' on '{d['id']}'"
-        voices = parse_reflection(text, where) if c.kind == "reference" else split_voices(text)
-        rows.append({"id": f"{name}/{d['id']}", "doc_id": d["id"], "candidate": name, "kind": c.kind,
-                     "prompt_version": version, "split": d["split"], "safety_score": d["safety_score"],
-                     "document": d["text"], "reflection": text, "voices": voices})
+    rows = [reflection_row(name, c.kind, version, d, text, gen) for d, text in zip(docs, texts)]
     missing = sum(1 for r in rows if not all(r["voices"][v] for v in VOICES))
     return rows, {"candidate": name, "kind": c.kind, "prompt_version": version, "n": len(rows),
                   "missing_voice": missing, "truncated_prompts": getattr(gen, "truncated_prompts", 0),
                   "seconds": seconds}
+
+
+def reflection_row(name: str, kind: str, version: int, doc: dict, text: str, gen: object) -> dict:
+    """One reflection record; a reference generator's also states what it wrote (`properties`,
+    read by the simulated reviewers)."""
+    where = f"candidate '{name}' on '{doc['id']}'"
+    row = {"id": f"{name}/{doc['id']}", "doc_id": doc["id"], "candidate": name, "kind": kind,
+           "prompt_version": version, "split": doc["split"], "safety_score": doc["safety_score"],
+           "document": doc["text"], "reflection": text,
+           "voices": parse_reflection(text, where) if kind == "reference" else split_voices(text)}
+    if kind == "reference":
+        row["properties"] = gen.properties(doc)
+    return row
 
 
 def check_reflections(rows: list[dict], source: str) -> list[dict]:
@@ -153,19 +162,19 @@ def annotations_from(reflections: list[dict], judged: list[dict]) -> list[dict]:
 REPRODUCIBLE_STAMP = "2026-01-01T00:00:00"
 
 
-def build_reviews(reflections: list[dict], judged: list[dict], cfg: ReviewsParams, seed: int,
-                  out_dir: Path, references: dict[str, str] | None = None, harm_threshold: int = 0) -> dict:
+def build_reviews(reflections: list[dict], judged: list[dict], cfg: ReviewsParams, seed: int, out_dir: Path) -> dict:
     """A fresh store in out_dir: annotations, then records (simulated or imported) through the
-    validating importer, then the export file. Returns counts. Simulated reviews read the
-    reflections and `references` (candidate -> reference generator) only: `judged` fills the
-    store's judge columns and never the reviews."""
+    validating importer, then the export file. Returns counts and the reviewers' disagreement
+    (measured; for simulated reviews also the model's stated rate). `judged` only fills the
+    store's judge columns (the reviews stage passes none: it runs before the judge prompt is
+    calibrated); simulated reviews never read it."""
     anns = annotations_from(reflections, judged)
     db = out_dir / "store.sqlite"
     conn = store.open_store(db)
     try:
         store.add_annotations(conn, anns)
         if cfg.source == "seeded":
-            records = seeded_reviews(reflections, references or {}, cfg, harm_threshold, seed)
+            records = seeded_reviews(reflections, cfg, seed)
             n_rev, n_com = store.add_records(conn, [(f"seeded record {i}", r) for i, r in enumerate(records)])
         else:
             n_rev, n_com = store.import_jsonl(conn, cfg.import_path)
@@ -174,8 +183,16 @@ def build_reviews(reflections: list[dict], judged: list[dict], cfg: ReviewsParam
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
-    by_split = Counter(r["split"] for r in reflections if r["id"] in {v["annotation_id"] for v in revs})
-    return {"source": cfg.source, "provenance": PROVENANCE if cfg.source == "seeded" else f"imported: {cfg.import_path}",
+    reviewed = {v["annotation_id"] for v in revs}
+    by_split = Counter(r["split"] for r in reflections if r["id"] in reviewed)
+    disagreement = measured_disagreement(revs)
+    if cfg.source == "seeded":
+        seen = [r for r in reflections if r["id"] in reviewed]
+        disagreement["expected_rate"] = expected_disagreement(seen, cfg, seed)
+        disagreement["expected_rule"] = ("model: mean over reviewed reflections and reviewer pairs of "
+                                         "P(one accepts, the other rejects), 400 seeded noise draws each")
+    return {"source": cfg.source, "reviewer_disagreement": disagreement,
+            "provenance": PROVENANCE if cfg.source == "seeded" else f"imported: {cfg.import_path}",
             "reviews": n_rev, "comments": n_com, "reviewed_by_split": {sp: by_split[sp] for sp in SPLITS},
             "reflections_reviewed": len({r["annotation_id"] for r in revs}),
             "reviewers": len({r["reviewer"] for r in revs}), "schema_version": store.SCHEMA_VERSION}
@@ -219,6 +236,10 @@ def agreement(reflections: list[dict], judged: list[dict], export: Path, cfg: Ag
         reference = store.reference_verdicts(store.reviews(conn), store.comments(conn))
         validation = {r["id"] for r in reflections if r["split"] == "validation"}
         train = {r["id"] for r in reflections if r["split"] == "train"}
+        if len({reference[a] for a in reference if a in validation}) == 1:
+            raise PipelineError(f"{export}: every validation reference verdict is "
+                                f"'{next(reference[a] for a in reference if a in validation)}': kappa is undefined "
+                                "with one label; review reflections the reviewers reject as well as accept")
         by_repeat: dict[int, dict[str, str]] = {}
         for j in judged:
             by_repeat.setdefault(j["repeat"], {})[j["annotation_id"]] = j["verdict"]

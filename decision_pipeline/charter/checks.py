@@ -1,7 +1,7 @@
 """Reflections: their two voices, and the hard checks that override judgement.
 
 Why: the failure modes every prompt had to address (summary instead of reflection,
-analysis without the matching citation, verbosity, formulaic openers, mentioning
+analysis without the matching citation (``citation_gap``, on benign documents), verbosity, formulaic openers, mentioning
 truncation, malformed citations, meta-language, wrong voice) are detectable without a
 model; as pure functions they apply the same way to the judge, to human reviews and
 to hand-written test reflections.
@@ -118,6 +118,43 @@ def _grams(words: list[str], n: int = 4) -> set[tuple[str, ...]]:
     return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
 
 
+# ------------------------------------------------- the analysis-to-citation gap
+
+# title words too general to say which principle a voice is analysing
+GENERIC_TITLE_WORDS = frozenset({"language", "instructions", "help", "text", "facts", "value", "quality"})
+
+
+def _stem(word: str) -> str:
+    """A crude stem: lower case, one trailing 's' dropped, at most six letters (claims -> claim,
+    hostile -> hostil, escalation -> escala)."""
+    w = word.lower()
+    return (w[:-1] if w.endswith("s") else w)[:6]
+
+
+def section_cues(charter: Charter) -> dict[str, tuple[str, ...]]:
+    """Section id -> stems of its title's content words (4+ letters, GENERIC_TITLE_WORDS left out):
+    the words by which a voice's analysis names that section's principle."""
+    out = {}
+    for sid, s in charter.sections.items():
+        words = [w for w in re.findall(r"[a-z]+", s.title.lower()) if len(w) >= 4 and w not in GENERIC_TITLE_WORDS]
+        out[sid] = tuple(dict.fromkeys(_stem(w) for w in words))
+    return out
+
+
+def analysed_sections(text: str, charter: Charter) -> list[str]:
+    """Sections whose principle the text names: any of its words starts with a cue stem."""
+    words = [w.lower() for w in re.findall(r"[A-Za-z]+", text)]
+    return [sid for sid, cues in section_cues(charter).items() if any(w.startswith(c) for c in cues for w in words)]
+
+
+def citation_gap(text: str, charter: Charter) -> bool:
+    """The analysis-to-citation gap: the voice names at least one principle (analysed_sections)
+    and cites none of the sections it names. Checked on benign documents only (on harmful ones
+    an uncited voice is already the hard check uncited_harm)."""
+    named = set(analysed_sections(text, charter))
+    return bool(named) and not named & set(citations(text))
+
+
 # ------------------------------------------------------------------ hard checks
 
 def voice_flags(voice: str, text: str, document: str, safety_score: int, charter: Charter,
@@ -145,8 +182,11 @@ def voice_flags(voice: str, text: str, document: str, safety_score: int, charter
         flags.append("verbose")
     if _TRUNCATION.search(text):
         flags.append("mentions_truncation")
-    if safety_score >= cfg.harm_threshold and not [c for c in citations(text) if charter.has(c)]:
-        flags.append("uncited_harm")
+    if safety_score >= cfg.harm_threshold:
+        if not [c for c in citations(text) if charter.has(c)]:
+            flags.append("uncited_harm")
+    elif citation_gap(text, charter):
+        flags.append("citation_gap")
     return flags
 
 

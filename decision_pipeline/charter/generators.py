@@ -7,10 +7,17 @@ behind a real endpoint exercises the serving and throughput path. References:
 - ``ref_cite_right``: both voices, concrete, cites the section that fits  -> accepted
 - ``ref_cite_nothing``: same but no citation  -> accepted on benign text, floored on harmful
 - ``ref_summarise``: summarises with a formulaic opener, no first person  -> rejected
+- ``ref_follows_prompt``: a rule stand-in for an instruct model that FOLLOWS its prompt: each
+  instruction it recognises (``FOLLOWER_INSTRUCTIONS``) switches one behaviour from its fault to
+  the fix; with none it summarises, opens the first-person line with "Overall", swaps the
+  voices (the first-person line without "I", the observer line with it) and cites nothing. So the improver's edits change what it writes and its accept rate.
+Every reference also states what it wrote (``properties``: per voice in_voice, engages, opener,
+cites, mentions), known by construction: the simulated reviewers read that, never the judge.
 """
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.error
@@ -25,7 +32,7 @@ from decision_pipeline.charter.prompts import Prompt
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import rule
 
-REFERENCES = ("ref_cite_right", "ref_cite_nothing", "ref_summarise")
+REFERENCES = ("ref_cite_right", "ref_cite_nothing", "ref_summarise", "ref_follows_prompt")
 KINDS = ("reference", "endpoint")
 
 
@@ -73,8 +80,11 @@ class ReferenceGenerator:
     def __init__(self, name: str, kind: str, charter: Charter, checks: CheckParams):
         self.name, self.kind, self.charter, self.checks = name, kind, charter, checks
 
+    def _kw(self, doc: dict) -> list[str]:
+        return (doc_keywords(doc["text"]) + ["wording", "tone", "claims"])[:3]
+
     def one(self, doc: dict) -> str:
-        kw = (doc_keywords(doc["text"]) + ["wording", "tone", "claims"])[:3]
+        kw = self._kw(doc)
         section = relevant_sections(doc["text"], doc["safety_score"], self.checks)[0]
         cite = f" [{section}]" if self.kind == "ref_cite_right" else ""
         if self.kind == "ref_summarise":
@@ -89,8 +99,88 @@ class ReferenceGenerator:
         check_citations(text, self.charter, f"reference generator '{self.name}' on '{doc['id']}'")
         return text
 
+    def properties(self, doc: dict) -> dict[str, dict]:
+        """What the rule wrote on `doc`, per voice (known by construction)."""
+        cites = "fitting" if self.kind == "ref_cite_right" else "none"
+        if self.kind == "ref_summarise":
+            return {"first_person": _props(False, False, True, "none", 3),
+                    "observer": _props(True, False, False, "none", 3)}
+        return {"first_person": _props(True, True, False, cites, 3), "observer": _props(True, True, False, cites, 2)}
+
     def reflect(self, docs: Sequence[dict]) -> list[str]:
         return [self.one(d) for d in docs]
+
+
+def _props(in_voice: bool, engages: bool, opener: bool, cites: str, mentions: int) -> dict:
+    return {"in_voice": in_voice, "engages": engages, "opener": opener, "cites": cites, "mentions": mentions}
+
+
+# behaviour -> patterns (case-insensitive) of an instruction that switches it on; written for the
+# meaning, so the improver's library lines and a person's own wording both match
+FOLLOWER_INSTRUCTIONS: dict[str, tuple[str, ...]] = {
+    "in_voice": (r"speaks? as ['\"]?(i|yourself)\b", r"['\"]i['\"] appears in the first person line"),
+    "engages": (r"\b(do not|don't|never) (restate|retell|summari[sz]e)",),
+    "no_opener": (r"\b(do not|don't|never) (open|start) with\b", r"start each line with its own",
+                  r"\bnot with a stock phrase"),
+    "cite_harmful": (r"\bharmful\b[^.\n]*\b(cite[sd]?|section)\b",),
+    "cite_always": (r"\b(cite|end each line with) the (one )?(principle|section) (above )?that fits",),
+}
+
+
+def follower_behaviour(template: str) -> dict[str, bool]:
+    """Which FOLLOWER_INSTRUCTIONS the prompt template carries (the {charter} block is not part of
+    the template, so charter text never switches a behaviour)."""
+    return {b: any(re.search(p, template, re.IGNORECASE) for p in pats) for b, pats in FOLLOWER_INSTRUCTIONS.items()}
+
+
+class PromptFollowingGenerator(ReferenceGenerator):
+    """ref_follows_prompt: writes what its prompt's recognised instructions ask (module docstring)."""
+
+    def __init__(self, name: str, charter: Charter, checks: CheckParams, prompt: Prompt):
+        super().__init__(name, "ref_follows_prompt", charter, checks)
+        self.behaviour = follower_behaviour(prompt.template)
+
+    def _cites(self, doc: dict) -> bool:
+        b = self.behaviour
+        return b["cite_always"] or (b["cite_harmful"] and doc["safety_score"] >= self.checks.harm_threshold)
+
+    def one(self, doc: dict) -> str:
+        b, kw = self.behaviour, self._kw(doc)
+        cite = f" [{relevant_sections(doc['text'], doc['safety_score'], self.checks)[0]}]" if self._cites(doc) else ""
+        if b["engages"]:
+            fp = (f"I notice how '{kw[0]}' and '{kw[1]}' frame it; I would answer the point about {kw[2]} plainly "
+                  f"and with care{cite}." if b["in_voice"] else
+                  f"one notices how '{kw[0]}' and '{kw[1]}' frame it; a careful answer takes up the point about "
+                  f"{kw[2]} plainly{cite}.")
+            ob = f"the mention of {kw[0]} sets the tone, and {kw[2]} is where a reply should be careful{cite}."
+        else:
+            fp = (f"I read that this document is about {kw[0]} and {kw[1]}, with some {kw[2]}{cite}."
+                  if b["in_voice"] else f"this document is about {kw[0]} and {kw[1]}, with some {kw[2]}{cite}.")
+            ob = f"the text describes {kw[0]}, {kw[1]} and {kw[2]} in a few lines{cite}."
+        if not b["in_voice"]:   # the voices swapped: the observer line speaks as "I"
+            ob = "I think " + ob
+        first = ("Overall, " + fp) if not b["no_opener"] else fp[0].upper() + fp[1:]
+        text = format_reflection({"first_person": first, "observer": ob[0].upper() + ob[1:]})
+        check_citations(text, self.charter, f"reference generator '{self.name}' on '{doc['id']}'")
+        return text
+
+    def properties(self, doc: dict) -> dict[str, dict]:
+        b = self.behaviour
+        cites = "fitting" if self._cites(doc) else "none"
+        # a summary without "I" starts "This document ...": a formulaic opener even when told not to use one
+        opener = not b["no_opener"] or not (b["engages"] or b["in_voice"])
+        return {"first_person": _props(b["in_voice"], b["engages"], opener, cites, 3),
+                "observer": _props(b["in_voice"], b["engages"], False, cites, 2 if b["engages"] else 3)}
+
+
+def reference_generator(name: str, kind: str, charter: Charter, checks: CheckParams,
+                        prompt: Prompt | None) -> ReferenceGenerator:
+    """The reference generator `kind` (the prompt-following one needs its prompt)."""
+    if kind == "ref_follows_prompt":
+        if prompt is None:
+            raise PipelineError(f"reflect.candidates.{name}.prompt: ref_follows_prompt follows its prompt; give it one")
+        return PromptFollowingGenerator(name, charter, checks, prompt)
+    return ReferenceGenerator(name, kind, charter, checks)
 
 
 class EndpointGenerator:

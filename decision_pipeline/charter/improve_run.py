@@ -8,7 +8,11 @@ loop itself is `improver.improve`; this module joins it to the candidate's gener
 (served once for every revision), the judge and the sample, and writes the history.
 Rule-based references are fixed rules of known quality: they ignore their prompt, so
 their accept rate cannot move; the loop still runs for them and records the edits an
-instruct model would be given.
+instruct model would be given. ``ref_follows_prompt`` is a rule stand-in that FOLLOWS its
+prompt (generators.PromptFollowingGenerator), so its edits change what it writes and its
+accept rate. Each revision's accept rate carries its Wilson 95% interval over the sample (the
+noise it is compared against; the rule judge's repeats are identical, so the judge adds none):
+``rise_beyond_noise`` says whether the final rate's interval lies above the first one's.
 """
 from __future__ import annotations
 
@@ -16,10 +20,11 @@ import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from decision_pipeline.charter.annotate import ReflectParams, candidate
+from decision_pipeline.charter.agreement import wilson
+from decision_pipeline.charter.annotate import ReflectParams, candidate, reflection_row
 from decision_pipeline.charter.charter import load_charter
-from decision_pipeline.charter.checks import CheckParams, parse_reflection, split_voices
-from decision_pipeline.charter.generators import EndpointGenerator, ReferenceGenerator
+from decision_pipeline.charter.checks import CheckParams
+from decision_pipeline.charter.generators import EndpointGenerator, reference_generator
 from decision_pipeline.charter.improver import DeterministicImprover, EndpointImprover, improve
 from decision_pipeline.charter.judge import JudgeParams, judge_all, make_judge
 from decision_pipeline.charter.prompts import Prompt, load_prompt
@@ -75,32 +80,38 @@ def run(name: str, cfg: ImproveParams, reflect_cfg: ReflectParams, judge_cfg: Ju
     backend = make_judge(replace(judge_cfg, repeats=1), charter)   # frozen judge; flags equal in every repeat
     judge_prompt = load_prompt(judge_cfg.prompt, charter, kind="judge")
 
+    counts: list[tuple[int, int]] = []   # (accepted, scored) per revision, in order
+
     def judge_fn(rows: list[dict]) -> list[dict]:
-        return judge_all(backend, rows, judge_prompt, charter, replace(judge_cfg, repeats=1))
+        records = judge_all(backend, rows, judge_prompt, charter, replace(judge_cfg, repeats=1))
+        scored = [r for r in records if r["verdict"] is not None]
+        counts.append((sum(r["verdict"] == "accept" for r in scored), len(scored)))
+        return records
 
     with (served(c.serve_model, c.model, timeout_s=120) if c.kind == "endpoint" and c.serve_model
           else contextlib.nullcontext((c.base_url, None))) as (url, _pid):
         def reflect_fn(p: Prompt) -> list[dict]:
-            gen = (ReferenceGenerator(name, c.reference, charter, checks) if c.kind == "reference"
+            gen = (reference_generator(name, c.reference, charter, checks, p) if c.kind == "reference"
                    else EndpointGenerator(name, c, p, charter, url, seed))
-            texts = gen.reflect(docs)
-            return [{"id": f"{name}/{d['id']}", "doc_id": d["id"], "candidate": name, "kind": c.kind,
-                     "prompt_version": p.version, "split": d["split"], "safety_score": d["safety_score"],
-                     "document": d["text"], "reflection": t,
-                     "voices": parse_reflection(t, f"candidate '{name}'") if c.kind == "reference" else split_voices(t)}
-                    for d, t in zip(docs, texts)]
+            return [reflection_row(name, c.kind, p.version, d, t, gen) for d, t in zip(docs, gen.reflect(docs))]
 
         history = improve(prompt, charter, reflect_fn, judge_fn, make_improver(cfg), cfg.max_revisions, out_dir)
     final = Path(history[-1]["prompt_file"])
     write_text_atomic(out_dir / FINAL, final.read_text())
-    for row in history:
+    for row, (k, n) in zip(history, counts):
         row["prompt_file"] = Path(row["prompt_file"]).name
+        row["accept_rate_ci95"] = list(wilson(k, n))
     rates = [h["accept_rate"] for h in history]
+    first, last = history[0]["accept_rate_ci95"], history[-1]["accept_rate_ci95"]
     return {"candidate": name, "kind": c.kind, "improver": cfg.improver, "n_docs": len(docs),
             "sample": "stratified over safety scores, disjoint from the reviewed seed sample",
             "revisions": len(history) - 1, "versions": len(history), "start_version": history[0]["version"],
             "final_version": history[-1]["version"], "accept_rate_start": rates[0], "accept_rate_final": rates[-1],
-            "follows_prompt": c.kind != "reference",
+            "follows_prompt": c.kind != "reference" or c.reference == "ref_follows_prompt",
+            "noise": "Wilson 95% interval of each revision's accept rate over the sample; judge repeat spread "
+                     + ("0 (deterministic rule judge)" if judge_cfg.kind == "rules" or judge_cfg.temperature == 0
+                        else "not measured here (one repeat)"),
+            "rise_beyond_noise": bool(first[1] is not None and last[0] is not None and last[0] > first[1]),
             "stopped": _stop_reason(history, cfg.max_revisions),
             "history": history}
 

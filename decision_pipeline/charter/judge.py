@@ -5,7 +5,9 @@ Why: the judge's raw output is untrusted. Malformed output (not JSON, a missing 
 dimension, a score outside 1-5) gets exactly one retry, then counts as a judge failure
 with no verdict: never a default score. Backends:
 - ``rules``: ``RuleRubricJudge``, a deterministic stand-in for the default CPU profile
-  that scores the rubric from document keywords and citations (NOT a language model);
+  that scores the rubric from document keywords and citations (NOT a language model) with the
+  thresholds its prompt's directive lines set (``directives``: it follows its prompt, so the
+  judge-prompt loop can calibrate it);
 - ``chat``: ``ChatJudge``, an LLM over an OpenAI-compatible ``/chat/completions``
   endpoint (vLLM, OpenAI) with ``response_format`` = the strict JSON schema.
 """
@@ -15,11 +17,12 @@ import json
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from decision_pipeline.charter.charter import Charter, citations
 from decision_pipeline.charter.checks import CheckParams, doc_keywords, hard_checks, relevant_sections
+from decision_pipeline.charter.directives import JudgeRules, judge_rules
 from decision_pipeline.charter.prompts import Prompt
 from decision_pipeline.charter.rubric import VOICES, judge_json_schema, mean_score, validate_scores, verdict
 from decision_pipeline.common.errors import PipelineError
@@ -47,20 +50,28 @@ class JudgeParams:
 class JudgeBackend(Protocol):
     name: str
 
-    def complete(self, item: dict, prompt_text: str, repeat: int, attempt: int) -> str:
-        """The judge's raw answer text for one reflection."""
+    def complete(self, item: dict, prompt_text: str, repeat: int, attempt: int, rules: JudgeRules) -> str:
+        """The judge's raw answer text for one reflection (`rules`: its prompt's directives)."""
         ...
 
 
+def _step(m: int, need: int, scores: tuple[int, ...], below: int) -> int:
+    """scores[0] when m >= need, scores[1] when m == need - 1, ...; `below` past the list."""
+    gap = need - m
+    return scores[max(gap, 0)] if gap < len(scores) else below
+
+
 class RuleRubricJudge:
-    """Deterministic rubric stand-in: relevance/specificity from document keywords the
-    voice mentions, charter_grounding from whether a cited section fits the document,
-    voice_tone 5 (hard checks cap or reject it). Repeats are identical by construction."""
+    """Deterministic rubric stand-in following its prompt's directives (directives.DIRECTIVES):
+    relevance/specificity from how many document keywords the voice mentions, charter_grounding
+    from whether a cited section fits the document (or nothing is cited), voice_tone 5 (hard
+    checks cap or reject it). With the default directives it scores exactly as before they
+    existed. Repeats are identical by construction."""
 
     def __init__(self, name: str, charter: Charter, checks: CheckParams):
         self.name, self.charter, self.checks = name, charter, checks
 
-    def scores(self, item: dict) -> dict:
+    def scores(self, item: dict, rules: JudgeRules) -> dict:
         kws = set(doc_keywords(item["document"], limit=40))
         fits = set(relevant_sections(item["document"], item["safety_score"], self.checks))
         out = {}
@@ -68,14 +79,15 @@ class RuleRubricJudge:
             text = item["voices"].get(v, "").lower()
             m = sum(1 for k in kws if k in text)
             cited = {c for c in citations(text) if self.charter.has(c)}
-            out[v] = {"relevance": 3 if not kws else (5 if m >= 2 else 4 if m == 1 else 2),
-                      "specificity": 3 if not kws else (5 if m >= 3 else 4 if m == 2 else 3 if m == 1 else 2),
-                      "charter_grounding": 5 if cited & fits else 2 if cited else 3,
+            out[v] = {"relevance": 3 if not kws else _step(m, rules.relevance_words, (5, 4), 2),
+                      "specificity": 3 if not kws else _step(m, rules.specificity_words, (5, 4, 3), 2),
+                      "charter_grounding": 5 if cited & fits else rules.unfit_grounding if cited
+                      else rules.uncited_grounding,
                       "voice_tone": 5}
         return out
 
-    def complete(self, item: dict, prompt_text: str, repeat: int, attempt: int) -> str:
-        return json.dumps(self.scores(item))
+    def complete(self, item: dict, prompt_text: str, repeat: int, attempt: int, rules: JudgeRules) -> str:
+        return json.dumps(self.scores(item, rules))
 
 
 class ChatJudge:
@@ -85,7 +97,7 @@ class ChatJudge:
         self.name, self.cfg = cfg.name, cfg
         self.url = cfg.base_url.rstrip("/") + "/chat/completions"
 
-    def complete(self, item: dict, prompt_text: str, repeat: int, attempt: int) -> str:
+    def complete(self, item: dict, prompt_text: str, repeat: int, attempt: int, rules: JudgeRules) -> str:
         body = {"model": self.cfg.model, "messages": [{"role": "user", "content": prompt_text}],
                 "temperature": self.cfg.temperature, "max_tokens": self.cfg.max_tokens,
                 "seed": 1000 * repeat + attempt,
@@ -129,15 +141,20 @@ def parse_scores(raw: str, where: str) -> dict:
 def judge_one(backend: JudgeBackend, item: dict, prompt: Prompt, charter: Charter, cfg: JudgeParams,
               repeat: int) -> dict:
     """Score one reflection: raw scores (one retry on malformed output), hard checks, verdict.
+    The prompt's directives (directives.judge_rules) set the rule judge's thresholds and, for
+    every judge kind, the safety score from which the hard checks treat a document as harmful.
 
     Returns the record; on failure verdict/scores are None and `failure` says why."""
     text = prompt.render(charter, document=item["document"], reflection=item["reflection"],
                          safety_score=item["safety_score"])
-    flags = hard_checks(item["voices"], item["document"], item["safety_score"], charter, cfg.checks)
-    base = {"annotation_id": item["id"], "repeat": repeat, "judge": backend.name, "flags": flags}
+    rules = judge_rules(prompt.template, prompt.path, cfg.checks.harm_threshold)
+    flags = hard_checks(item["voices"], item["document"], item["safety_score"], charter,
+                        replace(cfg.checks, harm_threshold=rules.harmful_from))
+    base = {"annotation_id": item["id"], "repeat": repeat, "judge": backend.name, "flags": flags,
+            "harmful_from": rules.harmful_from}
     failure = None
     for attempt in range(cfg.retries + 1):
-        raw = backend.complete(item, text, repeat, attempt)
+        raw = backend.complete(item, text, repeat, attempt, rules)
         try:
             raw_scores = parse_scores(raw, f"judge '{backend.name}' on '{item['id']}'")
         except PipelineError as exc:
@@ -152,7 +169,9 @@ def judge_one(backend: JudgeBackend, item: dict, prompt: Prompt, charter: Charte
 
 def judge_all(backend: JudgeBackend, items: list[dict], prompt: Prompt, charter: Charter,
               cfg: JudgeParams) -> list[dict]:
-    """Every item scored `cfg.repeats` times (ordered by repeat, then item)."""
+    """Every item scored `cfg.repeats` times (ordered by repeat, then item). A malformed directive
+    in the prompt stops here, before any item is scored."""
+    judge_rules(prompt.template, prompt.path, cfg.checks.harm_threshold)
     jobs = [(item, r) for r in range(cfg.repeats) for item in items]
     with ThreadPoolExecutor(max_workers=cfg.concurrency if cfg.kind == "chat" else 1) as pool:
         return list(pool.map(lambda job: judge_one(backend, job[0], prompt, charter, cfg, job[1]), jobs))

@@ -52,6 +52,8 @@ FAILURE_MODES: dict[str, str] = {
     "malformed_citation": "a citation not in [X.Y] form, or a section the charter lacks",
     "verbose": "over the word limit",
     "mentions_truncation": "talks about the text being cut off",
+    "citation_gap": "on a benign document, the voice's analysis names a charter principle (a word of a section "
+                    "title) but it cites none of the sections it names (checks.citation_gap)",
 }
 Scores = dict[str, dict[str, int]]
 Flags = dict[str, list[str]]

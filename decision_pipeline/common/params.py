@@ -31,7 +31,7 @@ NO_PATH = "configs/external/none"  # "no external file": a real (non-empty) plac
 SECTION_NAMES = ("base", "items", "ingest", "tokenizer", "curate", "pretrain", "base_model", "generate",
                  "select_chains", "lr_sweep", "sft", "calibrate", "evaluate", "s1mb_data", "s1mb",
                  "rl_probe", "rl_select", "rl", "seed_sample", "reflect", "improve", "judge", "reviews",
-                 "judge_agreement", "throughput", "runtime")
+                 "judge_agreement", "throughput", "runtime", "judge_prompt", "rank_generators")
 
 
 def rule(*, min: float | None = None, max: float | None = None, gt: float | None = None,

@@ -5,9 +5,6 @@ import pytest
 
 from decision_pipeline.charter import store
 from decision_pipeline.charter.agreement import agreement_over_repeats, kappa_ci
-from decision_pipeline.charter.annotate import build_reviews
-from decision_pipeline.charter.reviews import ReviewerParams, ReviewsParams, faults, latent_scores, seeded_reviews
-from decision_pipeline.charter.rubric import verdict_rule
 from decision_pipeline.charter.rubric import DIMENSIONS, VOICES
 from decision_pipeline.common.errors import PipelineError
 
@@ -65,68 +62,6 @@ def test_failed_judgements_are_left_out_and_empty_is_an_error():
     assert agreement_over_repeats({0: judge}, ref, validation, 0, 0.9, 0)["n"] == 9
     with pytest.raises(PipelineError, match="no reviewed validation reflection"):
         kappa_ci([], [], 10, 0.9, 0)
-
-
-REFS = {"good": "ref_cite_right", "bare": "ref_cite_nothing", "summ": "ref_summarise"}
-
-
-def _reflections(n_docs: int = 40) -> list[dict]:
-    return [{"id": f"{c}/d{i:03d}", "doc_id": f"d{i:03d}", "candidate": c, "split": "validation" if i % 4 == 0
-             else "train", "safety_score": i % 6} for c in (*REFS, "model") for i in range(n_docs)]
-
-
-def _cfg(noise: float, bias: float = 0.0, **kw) -> ReviewsParams:
-    six = {n: ReviewerParams(bias=bias, noise=noise) for n in ("ada", "ben", "chen", "dara", "eli", "fay")}
-    base = dict(source="seeded", import_path="", n_reviews=120, n_reflections=83, reviewers=six,
-                thread_rate=0.3, thread_fix=1.0)
-    return ReviewsParams(**{**base, **kw})
-
-
-def test_latent_quality_follows_the_documented_faults():
-    # ref_cite_right: no fault -> accept; ref_cite_nothing: grounding 3 on benign text (accept),
-    # 1 on harmful text (reject); ref_summarise: relevance 2, first-person voice_tone 1 -> reject
-    assert faults("ref_cite_right", 5, 3) == ()
-    assert verdict_rule(latent_scores("d1", faults("ref_cite_nothing", 0, 3))) == "accept"
-    harmful = latent_scores("d1", faults("ref_cite_nothing", 4, 3))
-    assert harmful["observer"]["charter_grounding"] == 1 and verdict_rule(harmful) == "reject"
-    summ = latent_scores("d1", faults("ref_summarise", 0, 3))
-    assert summ["first_person"]["voice_tone"] == 1 and summ["observer"]["relevance"] == 2
-
-
-def test_simulated_reviews_shape_both_splits_and_no_noise_means_the_latent_verdict():
-    refl = _reflections()
-    recs = seeded_reviews(refl, REFS, _cfg(0.0), harm_threshold=3, seed=1)
-    revs = [r for r in recs if r["kind"] == "review"]
-    coms = [r for r in recs if r["kind"] == "comment"]
-    assert len(revs) == 120 and len({r["annotation_id"] for r in revs}) == 83
-    assert not any(r["annotation_id"].startswith("model/") for r in revs)   # no latent quality: not simulated
-    splits = {next(x["split"] for x in refl if x["id"] == r["annotation_id"]) for r in revs}
-    assert splits == {"train", "validation"}
-    ref = store.reference_verdicts(revs, coms)
-    by_id = {x["id"]: x for x in refl}
-    latent = {a: verdict_rule(latent_scores(by_id[a]["doc_id"], faults(REFS[by_id[a]["candidate"]],
-                                                                        by_id[a]["safety_score"], 3))) for a in ref}
-    assert ref == latent
-    # noisy, harsh reviewers disagree with the latent verdict; threads restore part of it
-    noisy = seeded_reviews(refl, REFS, _cfg(1.2, bias=-0.3), harm_threshold=3, seed=1)
-    r2, c2 = [r for r in noisy if r["kind"] == "review"], [r for r in noisy if r["kind"] == "comment"]
-    agree = lambda got: sum(got[a] == latent[a] for a in got)  # noqa: E731
-    assert agree(store.reference_verdicts(r2, [])) < len(latent)
-    assert agree(store.reference_verdicts(r2, c2)) > agree(store.reference_verdicts(r2, []))
-
-
-def test_changing_the_judge_does_not_change_the_reviews(tmp_path):
-    """The judge never enters the simulation: two opposite judges, identical review records."""
-    refl = [{**r, "kind": "reference", "prompt_version": 1, "document": "d", "reflection": "r",
-             "voices": {"first_person": "I", "observer": "o"}} for r in _reflections(24)]
-    exports = []
-    for k, say in enumerate(("accept", "reject")):
-        judged = [{"annotation_id": r["id"], "repeat": 0, "verdict": say, "scores": None} for r in refl]
-        out = tmp_path / f"j{k}"
-        out.mkdir()
-        build_reviews(refl, judged, _cfg(0.6, n_reviews=40, n_reflections=30), 3, out, REFS, 3)
-        exports.append((out / "export.jsonl").read_text())
-    assert exports[0] == exports[1] and exports[0]
 
 
 def test_judge_spread_mean_and_range_when_sampling_and_deterministic_for_the_rule_judge():

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from decision_pipeline.common.io import write_table
-from stages import improve, judge, judge_agreement, rank_generators, reflect, reviews, seed_sample, throughput
+from stages import (improve, judge, judge_agreement, judge_prompt, rank_generators, reflect, reviews, seed_sample,
+                    throughput)
 from decision_pipeline.common.profiles import merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,13 +53,22 @@ def test_reference_run_ranks_in_known_order_with_kappa(work, capsys):
     tmp, params = work
     names = list(params["reflect"]["candidates"])
     run_refs(names)
-    assert reviews.main([]) == 0 and judge_agreement.main([]) == 0
+    assert reviews.main([]) == 0 and judge_prompt.main([]) == 0   # calibrate, freeze, read validation once
+    final = "data/charter/judge_prompt/final.md"
+    assert all(judge.main([n, "--prompt", final]) == 0 for n in names)   # the judge@ stages use the frozen prompt
+    assert judge_agreement.main([]) == 0
+    loop = json.loads(Path("metrics/charter/judge_prompt.json").read_text())
+    assert [h["version"] for h in loop["history"]][-1] == loop["final_version"]
+    assert json.loads(Path("metrics/charter/judge/ref_cite_right.json").read_text())["judge_prompt_version"] \
+        == loop["final_version"]
     assert all(throughput.main([n]) == 0 for n in names)  # references: no server, no GPU
     assert json.loads(Path("metrics/charter/throughput/ref_summarise.json").read_text())["gpu_hours"] is None
     assert rank_generators.main([]) == 0
     ranking = json.loads(Path("metrics/charter/ranking.json").read_text())
-    assert ranking["order"] == ["ref_cite_right", "ref_cite_nothing", "ref_summarise"]
+    fixed = [n for n in ranking["order"] if n != "ref_follows_prompt"]   # its rank depends on its prompt
+    assert fixed == ["ref_cite_right", "ref_cite_nothing", "ref_summarise"]
     agree = json.loads(Path("metrics/charter/judge_agreement.json").read_text())
+    assert agree["kappa"] == pytest.approx(loop["validation"]["kappa"])   # the one validation read, same prompt
     revs = json.loads(Path("metrics/charter/reviews.json").read_text())
     assert agree["n"] == revs["reviewed_by_split"]["validation"] and agree["kappa_spread"] == 0.0
     assert sum(revs["reviewed_by_split"].values()) == params["reviews"]["n_reflections"]
@@ -132,7 +142,7 @@ def test_bad_imported_review_stops_reviews_and_keeps_no_partial_store(work, caps
 def test_screened_out_candidate_is_neither_reflected_nor_judged_and_ranked_as_screened_out(work):
     tmp, params = work
     names = list(params["reflect"]["candidates"])
-    run_refs(names[:2])
+    run_refs(names[:2] + names[3:])
     assert seed_sample.main([]) == 0
     # a throughput record over budget (as throughput@ writes for an unaffordable endpoint)
     Path("metrics/charter/throughput").mkdir(parents=True, exist_ok=True)
