@@ -11,7 +11,7 @@ import datetime as dt
 import hashlib
 import json
 import os
-import textwrap
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,9 +19,12 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.yamlio import load_yaml
 from decision_pipeline.common.io import atomic_dir, write_bytes_atomic, write_json
 from decision_pipeline.reporting import pdf
+from decision_pipeline.reporting import report_figures as F
+from decision_pipeline.reporting.claims import load_claims, store_claims
+from decision_pipeline.reporting.noise import NoiseBook
 from decision_pipeline.reporting.registry import Fig, Row, Section, expected_pages, resolve, summary_entries
 from decision_pipeline.reporting.sections import SECTIONS
-from decision_pipeline.reporting.sources import Store
+from decision_pipeline.reporting.sources import MissingKey, Store
 
 
 
@@ -42,6 +45,8 @@ class Plan:
 
 def make_plan(store: Store, sections: tuple[Section, ...] = SECTIONS) -> Plan:
     """Resolve every section against the store; raises PipelineError (file and key) on bad input."""
+    book = NoiseBook(store)                   # metrics/noise/reseed.json, checked before anything is drawn
+    store_claims(store)                       # metrics/claims.json, likewise
     active, skipped = [], []
     for sec in sections:
         if not sec.active(store):
@@ -49,7 +54,7 @@ def make_plan(store: Store, sections: tuple[Section, ...] = SECTIONS) -> Plan:
             skipped.append((sec, "missing " + ", ".join(missing)))
             continue
         sentences = sec.narrative(store)
-        rows = [r for r in (resolve(store, h) for h in sec.headlines) if r is not None]
+        rows = [r for r in (resolve(store, h, book) for h in sec.headlines) if r is not None]
         figs = sec.figures(store)
         for fig in figs:
             if fig.image is not None:
@@ -73,22 +78,42 @@ def run_digest(root: Path) -> str:
     return f"sha256:{digest} ({len(upstream)} stages in dvc.lock)"
 
 
+def git_commit(root: Path) -> tuple[str, str | None]:
+    """('<12-hex> (<commit date>)', ISO date) of the checkout's HEAD, or a phrase and None outside git."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%H %cI"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "not a git checkout", None
+    parts = out.stdout.split()
+    if out.returncode != 0 or len(parts) != 2:
+        return "not a git checkout", None
+    when = dt.datetime.fromisoformat(parts[1]).astimezone(dt.timezone.utc)
+    return f"{parts[0][:12]} (committed {when:%Y-%m-%d %H:%M} UTC)", when.strftime("%Y-%m-%d %H:%M")
+
+
 def run_meta(root: Path, params_path: Path) -> pdf.Meta:
+    """Title-page facts; the date is SOURCE_DATE_EPOCH when set, else the commit's date (never the clock)."""
     text = params_path.read_bytes()
-    profile = (load_yaml(text.decode("utf-8", "replace"), str(params_path)) or {}).get("base", {}).get("profile", "unknown")
+    profile = (load_yaml(text.decode("utf-8"), "params.yaml") or {}).get("base", {}).get("profile", "unknown")
+    commit, commit_date = git_commit(root)
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    when = (dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).strftime("%Y-%m-%d %H:%M") if epoch
-            else "not stamped (set SOURCE_DATE_EPOCH)")
-    return pdf.Meta(run_digest(root), "sha256:" + hashlib.sha256(text).hexdigest()[:16], str(profile), when)
+    if epoch:
+        when = dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).strftime("%Y-%m-%d %H:%M") + " (SOURCE_DATE_EPOCH)"
+    else:
+        when = f"{commit_date} (the commit's date)" if commit_date else "no commit date (set SOURCE_DATE_EPOCH)"
+    return pdf.Meta(run_digest(root), "sha256:" + hashlib.sha256(text).hexdigest()[:16], str(profile), when, commit)
 
 
-def stage_lines(dvc_yaml: Path, params: dict) -> list[str]:
-    """One line per dvc.yaml stage (foreach expanded to name@item) with its description."""
+def stage_rows(dvc_yaml: Path, params: dict) -> list[tuple[str, str]]:
+    """(name, description) per dvc.yaml stage, foreach expanded to name@{item,...}."""
     stages = (load_yaml(dvc_yaml.read_text(encoding="utf-8"), str(dvc_yaml)) or {}).get("stages", {})
-    lines = []
+    rows = []
     for name, st in stages.items():
         body = st.get("do", st)
-        desc = " ".join(str(body.get("desc", "")).split())
+        desc = " ".join(str(body.get("desc", "")).split()).replace("${item}", "<item>").replace("${key}", "<item>")
         items = st.get("foreach")
         if isinstance(items, str) and items.startswith("${"):
             items = params
@@ -96,9 +121,9 @@ def stage_lines(dvc_yaml: Path, params: dict) -> list[str]:
                 items = items.get(part, {}) if isinstance(items, dict) else {}
         if items is not None:
             values = list(items) if isinstance(items, (list, dict)) else [items]
-            name += "@{" + ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values) + "}"
-        lines += textwrap.wrap(f"{name:<26} {desc}", pdf.LINE_CHARS, subsequent_indent=" " * 27) or [name]
-    return lines
+            name += "@{" + ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values) + "}"
+        rows.append((name, desc))
+    return rows
 
 
 def items_key(expr: str) -> list[str]:
@@ -106,11 +131,34 @@ def items_key(expr: str) -> list[str]:
 
 
 def listings(root: Path, params_path: Path) -> list[tuple[str, list[str]]]:
-    params_text = params_path.read_text(encoding="utf-8")
+    """The params listing of Appendix A."""
+    return [(f"Appendix A: params used ({params_path.name})", params_path.read_text(encoding="utf-8").splitlines())]
+
+
+def stages_of(root: Path, params_path: Path) -> list[tuple[str, str]]:
     dvc_yaml = root / "dvc.yaml"
-    stages = stage_lines(dvc_yaml, load_yaml(params_text, "params.yaml") or {}) if dvc_yaml.is_file() else ["(no dvc.yaml)"]
-    return [(f"Appendix A: params used ({params_path.name})", params_text.splitlines()),
-            ("Appendix B: stages (dvc.yaml)", stages)]
+    if not dvc_yaml.is_file():
+        return [("(no dvc.yaml)", "")]
+    return stage_rows(dvc_yaml, load_yaml(params_path.read_text(encoding="utf-8"), "params.yaml") or {})
+
+
+def noise_note(store: Store) -> str:
+    book = NoiseBook(store)
+    if book.present:
+        return (f"Run-to-run noise is the SD over {book.n} whole-chain reseeds (metrics/noise/reseed.json) "
+                "wherever the noise study covers a number.")
+    return ("No whole-chain noise study yet (metrics/noise/reseed.json): the noise shown is within-run (e.g. the "
+            "half-range over this run's pretrain seeds) and understates a rerun's spread.")
+
+
+def draw(store: Store, fig: Fig, out: Path) -> tuple[Fig, Path]:
+    """Build one figure; when its metrics lack a key it needs, a marked placeholder instead (NaN still fails)."""
+    if not fig.build:
+        return fig, store.path(fig.image)
+    try:
+        return fig, fig.build(store, out)
+    except MissingKey as exc:
+        return Fig(fig.id, f"Not drawn: {exc}", fig.build, fig.image), F.placeholder(out, str(exc))
 
 
 def build_report(root: str | Path, pdf_out: str | Path, summary_out: str | Path, figures_dir: str | Path,
@@ -122,15 +170,22 @@ def build_report(root: str | Path, pdf_out: str | Path, summary_out: str | Path,
         raise PipelineError(f"{params_path}: params file not found; run from the repository root or pass --params")
     store = Store(root)
     plan = make_plan(store)
-    meta, lists = run_meta(root, params_path), listings(root, params_path)
+    meta, lists, stages = run_meta(root, params_path), listings(root, params_path), stages_of(root, params_path)
+    n_min, claims = load_claims(store)
+    F.LAYOUT_PROBLEMS.clear()
     with atomic_dir(root / figures_dir) as tmp:
         blocks = []
         for sec, sentences, rows, figs in plan.active:
-            drawn = [(f, f.build(store, tmp / f"{f.id}.png") if f.build else store.path(f.image)) for f in figs]
+            drawn = [draw(store, f, tmp / f"{f.id}.png") for f in figs]
             blocks.append(pdf.Block(sec, sentences, sentences[:sec.key_sentences], rows, drawn))
-        data = pdf.render(meta, blocks, plan.skipped, lists)
+        data = pdf.render(meta, blocks, plan.skipped, lists, stages, claims, n_min, noise_note(store))
     write_json(root / summary_out, summary_entries(plan.rows))
     write_bytes_atomic(root / pdf_out, data)
+    problems = [p for name in sorted(F.LAYOUT_PROBLEMS) for p in F.LAYOUT_PROBLEMS[name]]
+    for problem in problems:
+        print(f"report: layout: {problem}", file=sys.stderr)
+    missing = sum(1 for b in blocks for f, _ in b.figures if f.caption.startswith("Not drawn:"))
     return {"sections": len(plan.active), "skipped": len(plan.skipped), "figures": sum(plan.figure_counts),
-            "headlines": len(plan.rows), "pages": expected_pages(plan.figure_counts, pdf.appendix_pages(lists)),
-            "bytes": len(data)}
+            "headlines": len(plan.rows), "pages": expected_pages(plan.figure_counts, pdf.appendix_pages(lists, len(stages)),
+                                                                 bool(claims)),
+            "bytes": len(data), "figures_not_drawn": missing, "layout_problems": len(problems)}

@@ -23,11 +23,26 @@ from matplotlib.transforms import Bbox
 TOL = 1.0          # pixels of overlap tolerated (antialiasing, rounding)
 
 
+def _undrawn_ticks(fig: Figure) -> set[int]:
+    """Tick labels matplotlib keeps but does not draw: their tick lies outside the axis' view interval."""
+    hidden: set[int] = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            eps = (hi - lo) * 1e-6
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                loc = tick.get_loc()
+                if loc is None or not (lo - eps <= loc <= hi + eps):
+                    hidden.update((id(tick.label1), id(tick.label2)))
+    return hidden
+
+
 def _visible_texts(fig: Figure) -> list[Text]:
     """Every drawn, non-empty text of the figure (titles, ticks, labels, legends, annotations)."""
+    hidden = _undrawn_ticks(fig)
     out = []
     for t in fig.findobj(Text):
-        if not t.get_visible() or not t.get_text().strip():
+        if not t.get_visible() or not t.get_text().strip() or id(t) in hidden:
             continue
         if any(not a.get_visible() for a in _ancestors(t)):
             continue

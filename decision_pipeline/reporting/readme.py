@@ -12,6 +12,8 @@ from pathlib import Path
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
+from decision_pipeline.reporting.noise import WITHIN_RUN
+from decision_pipeline.reporting.noise import label as noise_label
 from decision_pipeline.reporting.registry import Headline
 from decision_pipeline.reporting.sections import SECTIONS
 
@@ -19,26 +21,39 @@ BEGIN = "<!-- results-table:begin (generated from metrics/summary.json; python -
 END = "<!-- results-table:end -->"
 
 
-def _bound(h: Headline, summary: dict) -> str:
+def _ci(h: Headline, summary: dict) -> str:
+    """This run's 95% CI (or a chance floor) from summary.json; a dash where the stage records neither."""
     n, s = h.name, h.spec
     if f"{n}_ci_low" in summary and f"{n}_ci_high" in summary:
-        return f"95% CI [{format(summary[f'{n}_ci_low'], s)}, {format(summary[f'{n}_ci_high'], s)}]"
-    if f"{n}_noise" in summary:
-        return f"noise \u00b1{format(summary[f'{n}_noise'], s)}" + h.noise_note
+        return f"[{format(summary[f'{n}_ci_low'], s)}, {format(summary[f'{n}_ci_high'], s)}]"
     if f"{n}_noise_floor" in summary:
-        return f"noise floor {format(summary[f'{n}_noise_floor'], s)}"
-    return "no CI recorded"
+        return f"noise floor {format(summary[f'{n}_noise_floor'], s)} (p95, calibrated model)"
+    return "\u2014"
+
+
+def _noise(h: Headline, summary: dict) -> str:
+    """Run-to-run noise with the source it was measured under (whole-chain reseeds or within one run)."""
+    n = h.name
+    if f"{n}_noise" not in summary:
+        return "\u2014"
+    source = summary.get(f"{n}_noise_source", WITHIN_RUN)
+    return noise_label(summary[f"{n}_noise"], source, summary.get(f"{n}_noise_n"), h.spec, h.within)
 
 
 def render_table(summary: dict) -> str:
     """Markdown rows for every headline present in summary.json, in registry order."""
-    lines = ["| quantity | value | 95% CI or noise | metrics key |", "|---|---|---|---|"]
+    lines = ["| quantity | value | 95% CI (this run) | run-to-run noise (source) | metrics key |",
+             "|---|---|---|---|---|"]
     for sec in SECTIONS:
         for h in sec.headlines:
             if h.name in summary:
                 v = summary[h.name]
                 value = "n/a" if v is None else format(v, h.spec)
-                lines.append(f"| {h.label} | {value} | {_bound(h, summary)} | `{h.file}:{h.keys[0]}` |")
+                lines.append(f"| {h.label} | {value} | {_ci(h, summary)} | {_noise(h, summary)} | "
+                             f"`{h.file}:{h.keys[0]}` |")
+    lines += ["", "CI: the stage's bootstrap over this run's items. Noise: the SD over whole-chain reseeds "
+              "(`metrics/noise/reseed.json`) where the noise study measured it, else the within-run half-range "
+              "(it understates a rerun's spread); \u2014 where neither is recorded."]
     return "\n".join(lines)
 
 

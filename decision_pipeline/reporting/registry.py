@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from decision_pipeline.reporting.noise import WITHIN_RUN, NoiseBook
+from decision_pipeline.reporting.noise import label as noise_label
 from decision_pipeline.reporting.sources import Store
 
 
@@ -39,6 +41,8 @@ class Headline:
     spec: str = ".3f"
     optional: bool = False
     nullable: bool = False
+    within: str = ""                     # what a within-run `noise` varied, e.g. "pretrain seeds"
+    within_n: str | None = None          # key of how many of them (same file)
 
     @property
     def noise_note(self) -> str:
@@ -86,6 +90,8 @@ class Row:
     hi: float | None = None
     noise: float | None = None
     floor: float | None = None
+    noise_source: str | None = None      # "reseed" (whole-chain) or "within-run"
+    noise_n: int | None = None
 
     @property
     def source(self) -> str:
@@ -99,18 +105,28 @@ class Row:
         return self.noise if self.noise is not None else self.floor
 
     def bound_text(self) -> str:
+        """This run's uncertainty: its 95% CI, or the chance floor; a dash when the stage records neither."""
         s = self.headline.spec
         if self.lo is not None and self.hi is not None:
             return f"95% CI [{format(self.lo, s)}, {format(self.hi, s)}]"
-        if self.noise is not None:
-            return f"noise \u00b1{format(self.noise, s)}" + self.headline.noise_note
         if self.floor is not None:
-            return f"noise floor {format(self.floor, s)}"
-        return "no CI recorded"
+            return f"noise floor {format(self.floor, s)} (p95 of a calibrated model)"
+        return "\u2014 (none recorded)"
+
+    def noise_text(self) -> str:
+        """Run-to-run noise with its source and run count, never unlabelled."""
+        if self.noise is None or self.noise_source is None:
+            return "\u2014 (not measured)"
+        return noise_label(self.noise, self.noise_source, self.noise_n, self.headline.spec, self.headline.within) \
+            + self.headline.noise_note
 
 
-def resolve(store: Store, h: Headline) -> Row | None:
-    """Read a headline's numbers (errors name file and key); None for an absent optional entry."""
+def resolve(store: Store, h: Headline, book: NoiseBook | None = None) -> Row | None:
+    """Read a headline's numbers (errors name file and key); None for an absent optional entry.
+
+    Noise: the whole-chain reseed SD from `book` when the noise study covers this key, else the
+    headline's own within-run figure (labelled as such), else none.
+    """
     if h.optional and not store.exists(h.file):
         return None
     key = next((k for k in h.keys if store.has(h.file, k)), None)
@@ -121,20 +137,33 @@ def resolve(store: Store, h: Headline) -> Row | None:
     value = store.number(h.file, key, nullable=h.nullable)
     nfile = h.noise_file or h.file
     get = lambda rel, k: None if k is None else store.number(rel, k, nullable=h.nullable)  # noqa: E731
+    whole = book.whole_chain(h.file, key) if book is not None else None
+    if whole is not None:
+        noise, source, n = whole.value, whole.source, whole.n
+    elif h.noise is not None:
+        noise, source = get(nfile, h.noise), WITHIN_RUN
+        n = int(store.number(nfile, h.within_n)) if h.within_n and store.has(nfile, h.within_n) else None
+    else:
+        noise, source, n = None, None, None
     if h.optional and any(k is not None and not store.has(h.file, k) for k in (h.lo, h.hi)):
-        return Row(h, key, value)
-    return Row(h, key, value, get(h.file, h.lo), get(h.file, h.hi), get(nfile, h.noise), get(nfile, h.floor))
+        return Row(h, key, value, noise=noise, noise_source=source, noise_n=n)
+    return Row(h, key, value, get(h.file, h.lo), get(h.file, h.hi), noise, get(nfile, h.floor), source, n)
 
 
-def summary_entries(rows: list[Row]) -> dict[str, float | None]:
-    """The flat `metrics/summary.json`: name, name_ci_low/high, name_noise, name_noise_floor."""
-    out: dict[str, float | None] = {}
+def summary_entries(rows: list[Row]) -> dict[str, float | int | str | None]:
+    """The flat `metrics/summary.json`: name, name_ci_low/high, name_noise (+ _noise_source, _noise_n),
+    name_noise_floor. `_noise_source` is 'reseed' (whole-chain SD) or 'within-run' (half-range)."""
+    out: dict[str, float | int | str | None] = {}
     for r in rows:
         n = r.headline.name
         out[n] = r.value
         for suffix, v in (("ci_low", r.lo), ("ci_high", r.hi), ("noise", r.noise), ("noise_floor", r.floor)):
             if v is not None:
                 out[f"{n}_{suffix}"] = v
+        if r.noise is not None and r.noise_source is not None:
+            out[f"{n}_noise_source"] = r.noise_source
+            if r.noise_n is not None:
+                out[f"{n}_noise_n"] = r.noise_n
     return out
 
 
@@ -159,6 +188,6 @@ def section_pages(n_figures: int) -> int:
     return math.ceil((1 + n_figures) / SLOTS_PER_PAGE)
 
 
-def expected_pages(figures_per_section: list[int], appendix_pages: int) -> int:
-    """Title page + summary page + sections + appendix: the PDF builder lays out exactly this."""
-    return 2 + sum(section_pages(n) for n in figures_per_section) + appendix_pages
+def expected_pages(figures_per_section: list[int], appendix_pages: int, claims_page: bool = False) -> int:
+    """Title page + summary page (+ claims page) + sections + appendix: the PDF builder lays out exactly this."""
+    return 2 + int(claims_page) + sum(section_pages(n) for n in figures_per_section) + appendix_pages

@@ -53,10 +53,34 @@ def figure(ncols: int = 1, nrows: int = 1, height: float = HEIGHT, **kw) -> Iter
         yield fig, axes
 
 
+# Layout defects found while saving (figure_problems), per PNG name: the build logs them, the tests require none.
+LAYOUT_PROBLEMS: dict[str, list[str]] = {}
+TASK_NAMES = {"noul": "yes/no"}      # display names of internal task keys (noul: "does a word occur in a list?")
+
+
+def task_name(key: str) -> str:
+    return TASK_NAMES.get(key, key)
+
+
+def legend_outside(fig: Figure, ax, title: str | None = None, where: str = "right", **kw) -> None:
+    """One legend beside (or below) the plot, never over bars or lines (constrained layout makes room)."""
+    handles, labels = ax.get_legend_handles_labels()
+    loc = "outside right upper" if where == "right" else "outside lower center"
+    fig.legend(handles, labels, loc=loc, title=title, frameon=False,
+               ncols=kw.pop("ncols", 1 if where == "right" else max(1, min(len(labels), 3))), **kw)
+
+
 def save(fig: Figure, path: Path) -> Path:
-    """PNG as RGB without alpha (half the bytes in the PDF, no soft mask) and without a version stamp."""
+    """PNG as RGB without alpha (half the bytes in the PDF, no soft mask) and without a version stamp.
+
+    The drawn figure is checked for layout defects first (text cut off or overlapping, a legend over
+    the data, a label struck through by a reference line); they are kept in LAYOUT_PROBLEMS.
+    """
     from PIL import Image
 
+    from decision_pipeline.reporting.layout import figure_problems
+
+    LAYOUT_PROBLEMS[Path(path).name] = figure_problems(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, facecolor="white")
     buf.seek(0)
@@ -81,10 +105,10 @@ def items_and_pool(store: Store, out: Path) -> Path:
         for i, (ax, (title, rel, key, xlabel, ylabel)) in enumerate(zip(axes[0], panels)):
             keys = list(store.mapping(rel, key))
             vals = [store.number(rel, f"{key}.{k}") for k in keys]
-            bars = ax.bar(keys, vals, color=color(i))
+            bars = ax.bar(range(len(keys)), vals, color=color(i))
             bar_labels(ax, bars, vals, ",.0f")
+            ax.set_xticks(range(len(keys)), [k if len(k) <= 6 else k[:5] + "." for k in keys], fontsize=7)
             ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
-            ax.tick_params(axis="x", rotation=30)
             ax.margins(y=0.15)
         return save(fig, out)
 
@@ -94,27 +118,33 @@ ARMS = ("curated", "filtered_random", "random")
 
 
 def ppl_by_register(store: Store, out: Path) -> Path:
-    """Per-register held-out perplexity of each arm's seed-0 model; 'all' carries each arm's seed range."""
+    """Left: each arm's mean held-out ppl over seeds with the seed range (the headline numbers).
+    Right: per register, the seed-0 model (the only seed with per-register values)."""
     rels = {a: f"metrics/pretrain/{a}.json" for a in ARMS}
     regs = sorted(store.mapping(rels["curated"], "heldout.registers"))
-    labels = ["all (held-out set)"] + regs
-    x = np.arange(len(labels))
-    width = 0.8 / len(ARMS)
-    with figure() as (fig, axes):
+    n = int(store.number(rels["curated"], "seeds.n"))
+    with figure(ncols=2, gridspec_kw={"width_ratios": [1, 3]}) as (fig, axes):
         ax = axes[0, 0]
         for i, (arm, rel) in enumerate(rels.items()):
-            vals = [store.number(rel, "heldout.ppl")] + [store.number(rel, f"heldout.registers.{r}.ppl") for r in regs]
-            pos = x + (i - (len(ARMS) - 1) / 2) * width
-            bars = ax.bar(pos, vals, width, label=arm, color=color(i))
+            mean = store.number(rel, "seeds.ppl_mean")
             lo, hi = store.number(rel, "seeds.ppl_min"), store.number(rel, "seeds.ppl_max")
-            ax.errorbar([pos[0]], [vals[0]], yerr=[[max(vals[0] - lo, 0)], [max(hi - vals[0], 0)]], fmt="none",
-                        ecolor="black", capsize=3)
-            bar_labels(ax, bars, vals, ".2f")
-        ax.set_xticks(x, labels)
-        ax.set(ylabel="held-out perplexity (per token, lower is better)", xlabel="held-out register",
-               title="Held-out perplexity per selection (bars on 'all': range over seeds)")
+            ax.bar(i, mean, 0.7, color=color(i), label=arm)
+            ax.errorbar([i], [mean], yerr=[[mean - lo], [hi - mean]], fmt="none", ecolor="black", capsize=3)
+            ax.annotate(f"{mean:.2f}", (i, hi), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7)
+        ax.set_xticks(range(len(ARMS)), ["cur.", "f_rnd", "rnd"])
+        ax.set(ylabel="held-out perplexity (lower is better)", title=f"mean of {n} seeds (bars: min\u2013max)")
+        ax.margins(y=0.15)
+        ax = axes[0, 1]
+        x = np.arange(len(regs))
+        width = 0.8 / len(ARMS)
+        for i, (arm, rel) in enumerate(rels.items()):
+            vals = [store.number(rel, f"heldout.registers.{r}.ppl") for r in regs]
+            bars = ax.bar(x + (i - (len(ARMS) - 1) / 2) * width, vals, width, color=color(i))
+            bar_labels(ax, bars, vals, ".1f")
+        ax.set_xticks(x, regs)
+        ax.set(xlabel="held-out register", title="per register, seed-0 model only (no spread recorded)")
         ax.margins(y=0.12)
-        ax.legend(loc="upper left")
+        legend_outside(fig, axes[0, 0], where="below")
         return save(fig, out)
 
 
@@ -124,8 +154,9 @@ def pretrain_loss(store: Store, out: Path) -> Path:
         for i, name in enumerate(ARMS):
             rows = store.rows(f"plots/pretrain/{name}_loss.json", ("step", "loss"))
             ax.plot([r["step"] for r in rows], [r["loss"] for r in rows], color=color(i), lw=1.5, label=name)
-        ax.set(xlabel="optimizer step", ylabel="training loss (nats/token)", title="Pretraining loss (seed 0)")
-        ax.legend()
+        ax.set(xlabel="optimizer step", ylabel="training loss (nats/token)",
+               title="Pretraining loss on each arm's own data (seed 0)")
+        legend_outside(fig, ax)
         return save(fig, out)
 
 
@@ -147,7 +178,7 @@ def curation_funnel(store: Store, out: Path) -> Path:
 
 
 def register_mix(store: Store, out: Path) -> Path:
-    sels = ("curated", "random")
+    sels = tuple(a for a in ARMS if store.has(f"metrics/curate/{a}.json", "register_mix"))
     regs = sorted(set().union(*(store.mapping(f"metrics/curate/{s}.json", "register_mix") for s in sels)))
     with figure() as (fig, axes):
         ax = axes[0, 0]
@@ -165,5 +196,17 @@ def register_mix(store: Store, out: Path) -> Path:
                 left += share
         ax.set_yticks(range(len(sels)), sels)
         ax.set(xlabel="share of selected tokens (%)", ylabel="selection", xlim=(0, 100), title="Register mix of the selections")
-        ax.legend(ncols=len(regs), loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
+        legend_outside(fig, ax, where="below", ncols=len(regs))
+        return save(fig, out)
+
+
+def placeholder(out: Path, message: str) -> Path:
+    """A figure whose metrics are missing: a marked empty panel naming the file and key, not a crash."""
+    import textwrap
+
+    with figure(height=1.6) as (fig, axes):
+        ax = axes[0, 0]
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "Figure not drawn: its metrics are missing\n" + textwrap.fill(message, 110),
+                ha="center", va="center", fontsize=8, color="#8b0000", transform=ax.transAxes)
         return save(fig, out)

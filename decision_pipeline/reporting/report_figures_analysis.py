@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from decision_pipeline.reporting.report_figures import bar_labels, color, figure, models_in, save
+from decision_pipeline.reporting.report_figures import color, figure, legend_outside, models_in, save
 from decision_pipeline.reporting.sources import Store
 
 IMPROVE = "metrics/charter/improve/{}.json"
@@ -50,7 +50,7 @@ def improver_history(store: Store, out: Path) -> Path:
                ylabel="accept rate", ylim=(-0.05, 1.05), title=title)
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.grid(alpha=0.3)
-        ax.legend(loc="best")
+        legend_outside(fig, ax, where="below", ncols=2)
         return save(fig, out)
 
 
@@ -60,24 +60,33 @@ def router_models(store: Store) -> list[str]:
 
 
 def router_auroc(store: Store, out: Path) -> Path:
-    """How well each router ranks 'thinking fixes this readout' (AUROC; 0.5 is chance) per model."""
+    """How well each router ranks 'thinking fixes this readout' (AUROC; 0.5 is chance) per model.
+
+    An AUROC is undefined when a model has no fixable item (or only fixable ones): no bar, the word
+    'undefined' instead, never a 0.00 bar below the chance line."""
     models = router_models(store)
     width = 0.8 / len(ROUTERS)
     with figure() as (fig, axes):
         ax = axes[0, 0]
+        ax.axhline(0.5, color="0.3", ls="--", lw=1, label="chance (0.5)")
         for j, (key, label) in enumerate(ROUTERS):
+            xs = np.arange(len(models)) + (j - (len(ROUTERS) - 1) / 2) * width
             vals = [store.number(EVAL.format(m), f"router.{key}.fixable_auroc", nullable=True) for m in models]
-            y = np.array([np.nan if v is None else v for v in vals], dtype=float)
-            bars = ax.bar(np.arange(len(models)) + (j - (len(ROUTERS) - 1) / 2) * width, np.nan_to_num(y, nan=0.0),
-                          width * 0.9, color=color(j), label=label)
-            bar_labels(ax, bars, np.nan_to_num(y, nan=0.0), ".2f")
-        ax.axhline(0.5, color="0.3", ls="--", lw=1, label="chance")
+            ax.bar([x for x, v in zip(xs, vals) if v is not None], [v for v in vals if v is not None],
+                   width * 0.9, color=color(j), label=label)
+            for x, v in zip(xs, vals):
+                if v is None:
+                    ax.text(x, 0.06, "undefined", rotation=90, ha="center", va="bottom", fontsize=7, color="0.35")
+                else:
+                    y = v if abs(v - 0.5) > 0.06 else 0.56      # keep the label off the chance line
+                    ax.annotate(f"{v:.2f}", (x, y), textcoords="offset points", xytext=(0, 3), ha="center",
+                                fontsize=7)
         ax.set_xticks(np.arange(len(models)),
                       [f"{m}\n({int(store.number(EVAL.format(m), 'router.n_fixable'))} fixable)"
                        if store.has(EVAL.format(m), "router.n_fixable") else m for m in models])
         ax.set(ylabel="AUROC", ylim=(0, 1.05),
                title="Routers: ranking the items whose thinking fixes a wrong readout (eval split)")
-        ax.legend(loc="upper right")
+        legend_outside(fig, ax)
         return save(fig, out)
 
 
@@ -100,7 +109,7 @@ def rl_analyses(store: Store, out: Path) -> Path:
         ax.set(xlabel="RL round", ylabel="share", ylim=(0, 1.05),
                title="Answer collapse: one option taking over?")
         ax.grid(alpha=0.3)
-        ax.legend(loc="best", fontsize=7)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, frameon=False)
         ax = axes[0, 1]
         rx, ry = [r["round"] for r in adjusted], [r["adjusted_reward"] for r in adjusted]
         ax.plot(rx, ry, "o", color=color(2), ms=4, label="per round")
@@ -112,10 +121,10 @@ def rl_analyses(store: Store, out: Path) -> Path:
             ax.plot(rx, [a + b * v for v in rx], "-", color="0.2", lw=1.5,
                     label=f"slope {b:+.4f}/round, 95% CI [{lo:+.4f}, {hi:+.4f}]")
         ax.axhline(0, color="0.5", lw=0.8)
-        ax.set(xlabel="RL round", ylabel="chain right minus the probe pass rate",
+        ax.set(xlabel="RL round", ylabel="chain right minus probe pass rate",
                title="Difficulty-adjusted reward")
         ax.grid(alpha=0.3)
-        ax.legend(loc="best", fontsize=7)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, frameon=False)
         return save(fig, out)
 
 
@@ -146,5 +155,5 @@ def curate_ablation(store: Store, out: Path) -> Path:
                ylabel="curated held-out perplexity", title="Curation ablation: list depth x fill mode "
                "(dvc exp run, pretrain@curated)")
         ax.grid(alpha=0.3)
-        ax.legend(loc="best")
+        legend_outside(fig, ax, where="below")
         return save(fig, out)

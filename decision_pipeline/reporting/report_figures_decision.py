@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from decision_pipeline.reporting.report_figures import bar_labels, color, figure, models_in, save
+from decision_pipeline.reporting.report_figures import (bar_labels, color, figure, legend_outside, models_in, save,
+                                                        task_name)
 from decision_pipeline.reporting.sources import Store
 
 EVAL = "metrics/evaluate/{}.json"
@@ -39,7 +40,7 @@ def accuracy_cis(store: Store, out: Path) -> Path:
         ax.set_xticks(np.arange(len(MEASURES)), [label for label, _ in MEASURES])
         ax.set(ylabel="accuracy on eval items (fraction)", ylim=(0, 1.05),
                title="Eval accuracy with 95% bootstrap CIs")
-        ax.legend(title="model", loc="upper right")
+        legend_outside(fig, ax, title="model")
         return save(fig, out)
 
 
@@ -93,7 +94,7 @@ def routing(store: Store, out: Path) -> Path:
         ax_tok.spines["right"].set_visible(True)
         lines = ax.get_legend_handles_labels(), ax_tok.get_legend_handles_labels()
         fig.legend(lines[0][0] + lines[1][0], lines[0][1] + lines[1][1], loc="outside lower center",
-                   ncols=2 * len(models), fontsize=7, frameon=False)
+                   ncols=max(1, len(models)), fontsize=7, frameon=False)
         return save(fig, out)
 
 
@@ -105,17 +106,21 @@ def calibration(store: Store, out: Path) -> Path:
         before = [store.number(EVAL.format(m), "readout_uncalibrated.ece") for m in models]
         after = [store.number(EVAL.format(m), "ece_calibrated") for m in models]
         floor = [store.number(EVAL.format(m), "ece_noise_floor.p95") for m in models]
-        b1 = ax.bar(x - 0.2, before, 0.4, color=color(1), label="temperature 1")
-        b2 = ax.bar(x + 0.2, after, 0.4, color=color(0), label="calibrated (kept temperatures)")
-        bar_labels(ax, b1, before, ".3f")
-        bar_labels(ax, b2, after, ".3f")
+        ax.bar(x - 0.2, before, 0.4, color=color(1), label="temperature 1")
+        ax.bar(x + 0.2, after, 0.4, color=color(0), label="calibrated (kept temperatures)")
         ax.hlines(floor, x - 0.45, x + 0.45, colors="black", linestyles=":", lw=1.5,
                   label="noise floor: p95 ECE of a perfectly calibrated model")
+        top = max(before + after + floor)
+        for xs, vals in ((x - 0.2, before), (x + 0.2, after)):
+            for xi, v, f in zip(xs, vals, floor):
+                # a label sits above its bar, or above the floor line when the bar ends near it
+                y = v if v > f + 0.04 * top else max(v, f)
+                ax.annotate(f"{v:.3f}", (xi, y), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7)
         ax.set_xticks(x, models)
         ax.set(xlabel="model", ylabel="expected calibration error (fraction)",
                title="Readout calibration on eval items")
         ax.margins(y=0.15)
-        ax.legend(loc="upper right")
+        legend_outside(fig, ax, where="below")
         return save(fig, out)
 
 
@@ -133,7 +138,7 @@ def _grouped(ax, store: Store, models: list[str], key: str, spec: str) -> list[s
         bars = ax.bar(np.arange(len(tasks)) + (j - (len(models) - 1) / 2) * width, vals, width * 0.9,
                       color=color(j), label=m)
         bar_labels(ax, bars, vals, spec)
-    ax.set_xticks(np.arange(len(tasks)), tasks)
+    ax.set_xticks(np.arange(len(tasks)), [task_name(t) for t in tasks])
     ax.margins(y=0.15)
     return tasks
 
@@ -145,7 +150,7 @@ def chain_lengths(store: Store, out: Path) -> Path:
         _grouped(ax, store, models, "median_chain_tokens", ".0f")
         ax.set(xlabel="task", ylabel="median thinking-chain length (tokens)",
                title="Chain length on eval items (median per task)")
-        ax.legend(title="model")
+        legend_outside(fig, ax, title="model")
         return save(fig, out)
 
 
@@ -156,9 +161,10 @@ def unfinished(store: Store, out: Path) -> Path:
         axes[0, 0].set(xlabel="task", ylabel="share of chains (fraction)", ylim=(0, 1.1),
                        title="Loops / unfinished at the token cap")
         _grouped(axes[0, 1], store, models, "thinking.parse_rate", ".2f")
-        axes[0, 1].set(xlabel="task", ylabel="share of chains (fraction)", ylim=(0, 1.1),
+        axes[0, 1].set(xlabel="task", ylabel="share of chains (fraction)", ylim=(0, 1.22),
                        title="Chains with a parsable answer")
-        axes[0, 1].legend(title="model", loc="upper right")
+        axes[0, 0].set_ylim(0, 1.22)
+        legend_outside(fig, axes[0, 1], title="model")
         return save(fig, out)
 
 
@@ -204,7 +210,7 @@ def sft_curves(store: Store, out: Path) -> Path:
             ax.plot(steps[window - 1:], _smooth(y, window), color=color(i), lw=1.5,
                     label=f"{key.replace('_', ' ')} ({window}-step mean)")
         ax.set(xlabel="optimizer step", ylabel="training loss (nats/token)", title="Joint SFT loss")
-        ax.legend()
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, frameon=False)
         ax = axes[0, 1]
         pts = sorted((store.number(p, "lr"), store.number(p, "dev.nll")) for p in lrs)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", color=color(2), label="dev readout NLL")
@@ -213,31 +219,41 @@ def sft_curves(store: Store, out: Path) -> Path:
                 ax.plot([lr], [nll], "*", ms=14, color=color(5), label=f"chosen lr = {lr:g}")
         ax.set_xscale("log")
         ax.set(xlabel="learning rate (log scale)", ylabel="dev readout NLL (nats/item)", title="Learning-rate sweep")
-        ax.legend()
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, frameon=False)
         return save(fig, out)
 
 
 def s1mb_scores(store: Store, out: Path) -> Path:
+    """Task scores and Task Avg per model, with the item-bootstrap 95% CIs where the stage recorded them."""
     models = models_in(store, "metrics/s1mb/{}.json")
     tasks = sorted(set().union(*(store.mapping(f"metrics/s1mb/{m}.json", "task_scores") for m in models)))
-    labels = tasks + ["Task Avg"]
+    labels = [task_name(t) for t in tasks] + ["Task Avg"]
     width = 0.8 / len(models)
+    with_ci = all(store.has(f"metrics/s1mb/{m}.json", "cis.task_avg.ci_low") for m in models)
     with figure() as (fig, axes):
         ax = axes[0, 0]
         for j, m in enumerate(models):
             rel = f"metrics/s1mb/{m}.json"
-            vals = [store.number(rel, f"task_scores.{t}") for t in tasks] + [store.number(rel, "task_avg")]
+            keys = [f"task_scores.{t}" for t in tasks] + ["task_avg"]
+            vals = np.array([store.number(rel, k) for k in keys])
+            err = None
+            if with_ci:
+                ci = [(store.number(rel, f"cis.{k}.ci_low"), store.number(rel, f"cis.{k}.ci_high"))
+                      if store.has(rel, f"cis.{k}.ci_low") else (v, v) for k, v in zip(keys, vals)]
+                err = np.array([[max(v - lo, 0) for v, (lo, _) in zip(vals, ci)],
+                                [max(hi - v, 0) for v, (_, hi) in zip(vals, ci)]])
             name = m
             if store.has(rel, "borda.position"):
                 name += f" (Borda position {store.number(rel, 'borda.position'):.0f})"
             bars = ax.bar(np.arange(len(labels)) + (j - (len(models) - 1) / 2) * width, vals, width * 0.9,
-                          color=color(j), label=name)
+                          yerr=err, capsize=2, error_kw={"lw": 0.8}, color=color(j), label=name)
             bar_labels(ax, bars, vals, ".2f")
         ax.set_xticks(np.arange(len(labels)), labels)
         ax.set(xlabel="S1MB task", ylabel="baseline-adjusted score (0 = baseline)",
-               title="S1MB task scores and Task Avg (no CIs recorded in metrics/s1mb)")
+               title="S1MB task scores and Task Avg" + (" with 95% item-bootstrap CIs" if with_ci
+                                                          else " (no CIs recorded)"))
         ax.margins(y=0.15)
-        ax.legend(title="model")
+        legend_outside(fig, ax, title="model")
         return save(fig, out)
 
 
@@ -267,11 +283,15 @@ def rl_series(store: Store) -> list[tuple[str, str, str]]:
 
 def rl_rounds(store: Store, out: Path) -> Path:
     series = rl_series(store)
-    with figure(ncols=len(series)) as (fig, axes):
-        for i, (ax, (rel, x, y)) in enumerate(zip(axes[0], series)):
+    cols = 2 if len(series) > 2 else len(series)
+    rows = (len(series) + cols - 1) // cols
+    with figure(ncols=cols, nrows=rows, height=2.3 * rows + 0.4) as (fig, axes):
+        for ax in axes.flat[len(series):]:
+            ax.set_visible(False)
+        for i, (ax, (rel, x, y)) in enumerate(zip(axes.flat, series)):
             rows = store.rows(rel, (x, y))
             ax.plot([r[x] for r in rows], [r[y] for r in rows], "-", color=color(i), lw=1.5)
             ax.set(xlabel="optimizer step" if x == "step" else "RL round", ylabel=y.replace("_", " "),
                    title=y.replace("_", " "))
-        fig.suptitle("RL per round (" + ", ".join(sorted({rel for rel, _, _ in series})) + ")", fontsize=9)
+        fig.suptitle("GRPO per step, from the RL stage's rollout log", fontsize=9)
         return save(fig, out)

@@ -18,6 +18,10 @@ from decision_pipeline.common.errors import PipelineError
 _MISSING = object()
 
 
+class MissingKey(PipelineError):
+    """A metrics file or key a figure needs is absent: the report marks the figure instead of failing."""
+
+
 def lookup(obj: Any, key: str) -> Any:
     """Value at a dotted key; keys that themselves hold dots ('0.002', 'at_0.3') resolve too.
 
@@ -62,7 +66,7 @@ class Store:
         if rel not in self._json:
             path = self.path(rel)
             if not path.is_file():
-                raise PipelineError(f"{rel}: file not found; run the stage that writes it (dvc repro)")
+                raise MissingKey(f"{rel}: file not found; run the stage that writes it (dvc repro)")
             try:
                 self._json[rel] = json.loads(path.read_text(encoding="utf-8"))
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -76,8 +80,8 @@ class Store:
         """Any JSON value at `key` (a missing key is an error naming file and key)."""
         value = lookup(self.json(rel), key)
         if value is _MISSING:
-            raise PipelineError(f"{rel}: key '{key}' missing; rerun the stage that writes {rel}, "
-                                f"or fix the report registry entry that reads it")
+            raise MissingKey(f"{rel}: key '{key}' missing; rerun the stage that writes {rel}, "
+                             f"or fix the report registry entry that reads it")
         return value
 
     def number(self, rel: str, key: str, nullable: bool = False) -> float | None:
@@ -111,7 +115,7 @@ class Store:
                 raise PipelineError(f"{rel}: row {i} is {type(row).__name__}, expected an object")
             for col in columns:
                 if col not in row:
-                    raise PipelineError(f"{rel}: row {i} has no key '{col}'")
+                    raise MissingKey(f"{rel}: row {i} has no key '{col}'")
                 v = row[col]
                 if isinstance(v, float) and not math.isfinite(v):
                     raise PipelineError(f"{rel}: row {i} key '{col}' is {v} (not finite)")

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from PIL import Image, ImageStat
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.reporting import pdf
-from decision_pipeline.reporting.build import build_report, listings, make_plan
+from decision_pipeline.reporting.build import build_report, listings, make_plan, stages_of
 from decision_pipeline.reporting.registry import expected_pages
 from decision_pipeline.reporting.sources import Store
 from stages import report as report_stage
@@ -48,7 +47,9 @@ def test_pdf_follows_the_registry(run_root):
     counts = build(run_root)
     assert time.time() - started < 30                       # seconds, not minutes, even on a shared 2-core box
     plan = make_plan(Store(run_root))
-    want_pages = expected_pages(plan.figure_counts, pdf.appendix_pages(listings(run_root, run_root / "params.yaml")))
+    params = run_root / "params.yaml"
+    want_pages = expected_pages(plan.figure_counts, pdf.appendix_pages(listings(run_root, params),
+                                                                       len(stages_of(run_root, params))))
     pages, images = pdf_counts(run_root / "report/report.pdf")
     assert (pages, images) == (want_pages, sum(plan.figure_counts))
     assert counts["pages"] == want_pages and counts["figures"] == images
@@ -61,21 +62,23 @@ def test_pdf_follows_the_registry(run_root):
 def test_summary_is_flat_and_traceable(run_root):
     build(run_root)
     summary = json.loads((run_root / "metrics/summary.json").read_text())
-    assert all(isinstance(v, (int, float)) or v is None for v in summary.values())
+    assert all(isinstance(v, (int, float)) or v is None for k, v in summary.items() if not k.endswith("_noise_source"))
     store = Store(run_root)
     for row in make_plan(store).rows:
         file, key = row.source.split(":", 1)
         assert summary[row.headline.name] == store.number(file, key)
     assert summary["sft_minus_base_readout_accuracy_ci_low"] > 0
+    # no noise study in the fixture: the within-run half-range, labelled as such, with its seed count
     assert summary["curated_heldout_ppl_noise"] == store.number("metrics/pretrain/curated.json", "seeds.ppl_halfrange")
+    assert summary["curated_heldout_ppl_noise_source"] == "within-run"
+    assert summary["curated_heldout_ppl_noise_n"] == store.number("metrics/pretrain/curated.json", "seeds.n")
 
 
-def test_page_one_renders_and_is_not_blank(run_root, pdftoppm, tmp_path):
+def test_page_one_renders_and_is_not_blank(run_root):
+    import pypdfium2 as pdfium
+
     build(run_root)
-    subprocess.run([pdftoppm, "-f", "1", "-l", "1", "-r", "40", "-png", str(run_root / "report/report.pdf"),
-                    str(tmp_path / "p")], check=True, capture_output=True)
-    png = next(tmp_path.glob("p*.png"))
-    gray = Image.open(png).convert("L")
+    gray = pdfium.PdfDocument(str(run_root / "report/report.pdf"))[0].render(scale=40 / 72).to_pil().convert("L")
     dark = sum(gray.histogram()[:128]) / (gray.width * gray.height)
     assert ImageStat.Stat(gray).stddev[0] > 10 and dark > 0.01     # text on the page, not a white sheet
 
@@ -107,8 +110,8 @@ def _drop_key(root: Path) -> str:
 
 def _nan(root: Path) -> str:
     path = root / "metrics/pretrain/curated.json"
-    path.write_text(path.read_text().replace('"ppl": 7.0031', '"ppl": NaN'))
-    return "metrics/pretrain/curated.json: key 'heldout.ppl' is nan"
+    path.write_text(path.read_text().replace('"ppl_mean": 7.7977', '"ppl_mean": NaN'))
+    return "metrics/pretrain/curated.json: key 'seeds.ppl_mean' is nan"
 
 
 def _no_rows(root: Path) -> str:
@@ -129,14 +132,36 @@ def _missing_row_key(root: Path) -> str:
     return "plots/evaluate/base/routing.json: row 3 has no key 'mean_thinking_tokens'"
 
 
-@pytest.mark.parametrize("corrupt", [_drop_key, _nan, _no_rows, _bad_image, _missing_row_key],
-                         ids=["missing-key", "nan", "no-rows", "unreadable-image", "row-without-key"])
+def _plot_nan(root: Path) -> str:
+    path = root / "plots/evaluate/base/routing.json"
+    rows = json.loads(path.read_text())
+    rows[2]["accuracy"] = float("nan")
+    path.write_text(json.dumps(rows))           # json writes NaN, as a buggy stage would
+    return "plots/evaluate/base/routing.json: row 2 key 'accuracy' is nan"
+
+
+@pytest.mark.parametrize("corrupt", [_drop_key, _nan, _no_rows, _bad_image, _plot_nan],
+                         ids=["missing-key", "nan", "no-rows", "unreadable-image", "plot-nan"])
 def test_bad_input_is_one_clear_error_and_nothing_is_written(run_root, corrupt):
     expected = corrupt(run_root)
     with pytest.raises(PipelineError) as info:
         build(run_root)
     assert expected in str(info.value) and "\n" not in str(info.value)
     assert_nothing_written(run_root)
+
+
+def test_a_figure_whose_keys_are_missing_is_marked_not_a_crash(run_root):
+    """Metrics lacking a figure's keys: that figure becomes a marked placeholder naming file and key."""
+    _missing_row_key(run_root)
+    counts = build(run_root)
+    assert counts["figures_not_drawn"] == 1
+    plan_figs = {f.id for _s, _t, _r, figs in make_plan(Store(run_root)).active for f in figs}
+    assert "eval_routing" in plan_figs and (run_root / "plots/report/eval_routing.png").is_file()
+    import pypdfium2 as pdfium
+
+    doc = pdfium.PdfDocument(str(run_root / "report/report.pdf"))
+    text = " ".join(doc[i].get_textpage().get_text_range() for i in range(len(doc)))
+    assert "Not drawn: plots/evaluate/base/routing.json: row 3 has no key 'mean_thinking_tokens'" in " ".join(text.split())
 
 
 def test_stage_entry_exits_2_with_one_line(run_root, capsys):
@@ -158,13 +183,16 @@ def test_a_failed_rebuild_keeps_the_previous_complete_outputs(run_root):
 
 
 def test_appendix_lists_every_stage_and_every_params_line(run_root):
-    (title_a, params_lines), (title_b, stage_lines) = listings(run_root, run_root / "params.yaml")
+    [(title_a, params_lines)] = listings(run_root, run_root / "params.yaml")
     assert params_lines == (run_root / "params.yaml").read_text().splitlines()
     stages = yaml.safe_load((run_root / "dvc.yaml").read_text())["stages"]
-    names = [line.split()[0].split("@")[0] for line in stage_lines if not line.startswith(" ")]
-    assert names == list(stages)
-    assert pdf.appendix_pages([("x", ["y"] * (pdf.LINES_PER_PAGE + 1))]) == 2
-    assert all(len(line) <= pdf.LINE_CHARS for line in pdf.wrap_lines(["z" * 300]))
+    rows = stages_of(run_root, run_root / "params.yaml")
+    assert [name.split("@")[0] for name, _ in rows] == list(stages)
+    assert all("${" not in desc for _, desc in rows)
+    per_page = pdf.LINES_PER_PAGE * pdf.COLUMNS
+    assert pdf.appendix_pages([("x", ["y"] * (per_page + 1))]) == 2
+    assert pdf.appendix_pages([("x", ["y"])], stages=pdf.STAGES_PER_PAGE + 1) == 3
+    assert all(len(line) <= pdf.COL_CHARS for line in pdf.wrap_lines(["z" * 300], pdf.COL_CHARS))
     assert math.isclose(pdf.SLOT_H * 2 + pdf.GAP, pdf.FRAME_H - 8)
 
 
