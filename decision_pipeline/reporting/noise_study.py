@@ -5,9 +5,13 @@ Why: a review compares two runs, so the noise that matters is run to run. The sp
 (3 pretrain seeds, an item bootstrap) is about 4x smaller than whole-chain reruns. This queues DVC
 experiments from the committed run, each changing exactly one source of chance, and reads them back:
 
-    python -m decision_pipeline.reporting.noise_study --queue [--runs reseed=5 sft_seed=2 ...]
-    dvc exp run --run-all --jobs 1          # every run from the committed state (make noise does all three)
+    python -m decision_pipeline.reporting.noise_study --plan [--runs reseed=6 sft_seed=3 ...]
+    python -m decision_pipeline.reporting.noise_study --run      # each run: dvc exp run --temp (make noise: all three)
     python -m decision_pipeline.reporting.noise_study --collect
+
+`--run` runs the planned experiments one after another with `dvc exp run --temp` (no queue worker to
+die mid-study) and skips those that already have results, so a study stopped part-way resumes where it
+stopped. `--queue` puts them on DVC's queue instead (`dvc exp run --run-all` or `dvc queue start`).
 
 Sources (SOURCES): `reseed` (base.seed: everything), `data` (the generated questions and documents),
 `pretrain_init`, `pretrain_order`, `sft_seed`, `rl_seed`. A run reruns only the stages downstream of
@@ -107,17 +111,18 @@ CLAIMS: dict[str, Claim] = {
 
 
 def parse_runs(items: Sequence[str]) -> dict[str, int]:
-    """`source=n` pairs over the defaults; n counts the baseline, so a spread needs n >= 2."""
+    """`source=n` pairs over the defaults; n counts the baseline, so a spread needs n >= 2 (0 leaves the
+    source out of this study)."""
     runs = dict(DEFAULT_RUNS)
     for item in items:
         name, sep, value = item.partition("=")
         if name not in SOURCES or not sep or not value.strip().isdigit():
             raise PipelineError(f"--runs {item}: expected SOURCE=N with SOURCE one of {', '.join(SOURCES)}")
         runs[name] = int(value)
-    short = [f"{k}={v}" for k, v in runs.items() if v < 2]
+    short = [f"{k}={v}" for k, v in runs.items() if v == 1]
     if short:
         raise PipelineError(f"--runs {' '.join(short)}: a spread needs >= 2 runs per source (the committed run "
-                            "and >= 1 rerun); raise N or leave the source at its default")
+                            "and >= 1 rerun); raise N, or write 0 to leave the source out")
     return runs
 
 
@@ -203,6 +208,32 @@ def collect(manifest: Mapping[str, Any]) -> dict[str, dict]:
     return files
 
 
+def run_planned() -> int:
+    """Run every planned experiment without results, one at a time (`dvc exp run --temp`); 2 if any failed."""
+    if not Path(MANIFEST).is_file():
+        raise PipelineError(f"{MANIFEST}: no planned noise study; plan one first (--plan)")
+    manifest = json.loads(Path(MANIFEST).read_text(encoding="utf-8"))
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    if head != manifest["baseline"]:
+        raise PipelineError(f"{MANIFEST}: planned from {manifest['baseline'][:12]} but HEAD is {head[:12]}; check "
+                            "that commit out, or plan again from this one (--plan)")
+    failed = []
+    for name, entry in manifest["runs"].items():
+        if name in exp_refs(manifest["baseline"]):
+            print(f"[noise_study] {name}: has results, skipped")
+            continue
+        cmd = ["dvc", "exp", "run", "--temp", "--name", name,
+               *[a for k, v in entry["overrides"].items() for a in ("-S", f"{k}={v}")]]
+        print(f"[noise_study] {name}: {' '.join(cmd)}", flush=True)
+        if subprocess.run(cmd).returncode != 0:
+            failed.append(name)
+    if failed:
+        print(f"error: noise study: {', '.join(failed)} failed; see their output above, fix the cause and run --run "
+              "again (finished runs are skipped)", file=sys.stderr)
+        return 2
+    return 0
+
+
 def write_all(files: Mapping[str, dict], root: Path = Path(".")) -> None:
     for path, content in files.items():
         write_text_atomic(root / path, json.dumps(content, indent=1, sort_keys=True) + "\n")
@@ -210,7 +241,9 @@ def write_all(files: Mapping[str, dict], root: Path = Path(".")) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--queue", action="store_true", help="queue one DVC experiment per rerun of every source")
+    ap.add_argument("--plan", action="store_true", help=f"record the runs in {MANIFEST} (from the committed state)")
+    ap.add_argument("--queue", action="store_true", help="plan, then queue one DVC experiment per rerun")
+    ap.add_argument("--run", action="store_true", help=f"run the planned runs of {MANIFEST} that have no results yet")
     ap.add_argument("--runs", nargs="*", default=[], metavar="SOURCE=N",
                     help=f"runs per source, the committed run included (defaults {DEFAULT_RUNS})")
     ap.add_argument("--collect", action="store_true", help=f"read the runs back into {NOISE_DIR}/ and {CLAIMS_FILE}")
@@ -218,24 +251,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.collect:
             if not Path(MANIFEST).is_file():
-                raise PipelineError(f"{MANIFEST}: no queued noise study; queue one first (make noise)")
+                raise PipelineError(f"{MANIFEST}: no planned noise study; plan and run one first (make noise)")
             files = collect(json.loads(Path(MANIFEST).read_text(encoding="utf-8")))
             write_all(files)
             for path, content in sorted(files.items()):
                 size = sum(len(v) for v in content.get("spread", {}).values()) or len(content.get("comparisons", {}))
                 print(f"[noise_study] {path}: {size} entries over {content.get('n', len(content.get('comparisons', {})))} runs")
             return 0
+        if args.run:
+            return run_planned()
         runs = parse_runs(args.runs)
         head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
         todo = plan(params_at(head), runs)
-        if args.queue:
+        if args.plan or args.queue:
             if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
                               text=True).stdout.strip():
                 raise PipelineError("noise study: the workspace has uncommitted changes; the runs start from the "
                                     "committed state, so commit (or stash) first")
-            for name, entry in todo.items():
-                subprocess.run(queue_command(name, entry["overrides"]), check=True)
             write_text_atomic(Path(MANIFEST), json.dumps({"baseline": head, "runs": todo}, indent=1) + "\n")
+            for name, entry in todo.items() if args.queue else ():
+                subprocess.run(queue_command(name, entry["overrides"]), check=True)
         for name, entry in todo.items():
             print(" ".join(queue_command(name, entry["overrides"])))
     except (PipelineError, subprocess.CalledProcessError) as exc:

@@ -65,11 +65,16 @@ def repo(tmp_path_factory):
     run("git", "add", "-A")
     run("git", "commit", "-qm", "baseline")
     head = run("git", "rev-parse", "HEAD").stdout.strip()
-    todo = ns.plan(_params(root, head), {"reseed": 6, "sft_seed": 2})
-    for name, entry in todo.items():
-        sets = [a for k, v in entry["overrides"].items() for a in ("-S", f"{k}={v}")]
-        run(sys.executable, "-m", "dvc", "exp", "run", "--name", name, *sets)
-        run("git", "checkout", "--", ".")
+    study = [sys.executable, "-m", "decision_pipeline.reporting.noise_study"]
+    env["PYTHONPATH"] = str(ROOT)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"   # the `dvc` the study runs
+    run(*study, "--plan", "--runs", "reseed=6", "sft_seed=2", "data=0", "pretrain_init=0", "pretrain_order=0",
+        "rl_seed=0")
+    run(*study, "--run")                                     # each planned run: dvc exp run --temp
+    again = run(*study, "--run").stdout                      # a second --run skips what has results
+    assert again.count("has results, skipped") == 6
+    todo = json.loads((root / ns.MANIFEST).read_text())["runs"]
+    assert sorted(todo) == [f"noise-reseed-{i}" for i in range(1, 6)] + ["noise-sft_seed-1"]
     return root, head, todo
 
 
@@ -115,6 +120,8 @@ def test_bad_studies_are_one_line_and_write_nothing(repo, tmp_path):
     root, head, todo = repo
     with pytest.raises(PipelineError, match=r"--runs sft_seed=1: a spread needs >= 2 runs per source"):
         ns.parse_runs(["sft_seed=1"])
+    assert ns.parse_runs(["sft_seed=0"])["sft_seed"] == 0 and not any(
+        e["source"] == "sft_seed" for e in ns.plan({"base": {"seed": 1}}, ns.parse_runs(["sft_seed=0"])).values())
     with pytest.raises(PipelineError, match="expected SOURCE=N"):
         ns.parse_runs(["nosuch=3"])
     missing = {**todo, "noise-rl_seed-1": {"source": "rl_seed", "overrides": {"rl.seed_offset": 1}}}
@@ -130,4 +137,4 @@ def test_bad_studies_are_one_line_and_write_nothing(repo, tmp_path):
 def test_cli_refuses_without_a_queued_study(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "decision_pipeline.reporting.noise_study", "--collect"],
                           cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no queued noise study" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no planned noise study" in proc.stderr
