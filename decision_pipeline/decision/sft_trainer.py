@@ -42,7 +42,7 @@ class SFTParams:
     embedding_tokens: str = rule(choices=("all", "seen"), doc="rows of the embedding delta: every vocabulary "
                                  "token, or only the ids in the training examples plus the option labels "
                                  "(6% of the rows; measured 1.06-1.09x faster but +3.9% training loss, "
-                                 "so all is the default: README Performance)")
+                                 "so all is the default: docs/performance.md)")
     bf16: bool = rule(doc="bf16 autocast on CPU (a GPU always trains in bf16)")
     long_chain_tokens: int = rule(min=0, doc="examples longer than this train one per forward pass; 0 = off")
     save_steps: int = rule(run_control=True, min=0, doc="checkpoint every N steps for resume; 0 = none")

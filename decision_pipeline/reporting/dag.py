@@ -27,7 +27,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "data": ("items", "ingest"),
     "curation": ("tokenizer", "curate"),
     "pretraining": ("pretrain", "pretrain_compare", "base_model"),
-    "annotation": ("seed_sample", "improve", "reflect", "judge", "reviews", "judge_agreement", "throughput",
+    "annotation": ("seed_sample", "improve", "reflect", "judge", "reviews", "judge_prompt", "judge_agreement", "throughput",
                    "rank_generators"),
     "decision model": ("generate", "select_chains", "lr_sweep", "choose_lr", "sft", "calibrate", "evaluate",
                        "cross_route"),
