@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = read_jsonl(args.probe)
     temps = read_json(args.temps)["readout"]
     kept, metrics = select_questions(rows, by_id, [q for q in items if q["split"] == "pool"],
-                                     [q for q in items if q["split"] in ("dev", "eval", "calibration")],
+                                     [q for q in items if q["split"] in ("bench", "dev", "eval", "calibration")],
                                      temps, p, seed)
     write_jsonl(args.out, kept)
     write_json(args.metrics, metrics)

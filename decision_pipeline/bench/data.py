@@ -1,10 +1,14 @@
 """The S1MB benchmark set the `s1mb@{model}` stages score against (stage `s1mb_data`).
 
 source: synthetic (default/micro profiles)
-    Benchmarks in the exact S1MB formats built offline from the eval split
-    (``decision_pipeline.bench.synthetic``): one per (family, task) plus a
-    many-option choice set, written as ``benchmarks/``,
-    ``categories/<category>.json``, ``datasets/<subset>/test/``.
+    Benchmarks in the exact S1MB formats built offline from the items' own
+    ``bench`` split (``decision_pipeline.bench.synthetic``): one per (family,
+    task) plus a many-option choice set, written as ``benchmarks/``,
+    ``categories/<category>.json``, ``datasets/<subset>/test/``. The split
+    enters no training, calibration or evaluation step (splits hash an
+    order-insensitive key, so no twin of a bench question sits in another
+    split): the benchmarks are a second measurement, not the eval split
+    re-scored.
 source: local (GPU profile)
     A local export of the real data, laid out as
         <local_dir>/benchmarks/<id>.json         (upstream evaluator/data/benchmarks)
@@ -16,7 +20,8 @@ source: local (GPU profile)
     place; ``load_index`` re-checks the hashes before scoring reads them).
 
 Both write ``<out>/index.json``: source, category, data_root, dataset_source
-{repo_id, revision}, per-benchmark task/counts and the file hashes.
+{repo_id, revision}, per-benchmark task/counts and the file hashes (synthetic:
+also ``items_split``, the split the questions came from).
 """
 from __future__ import annotations
 
@@ -41,12 +46,16 @@ INDEX = "index.json"
 SYNTHETIC_REPO = "local/s1mb-synthetic"
 UPSTREAM_REPO = "hotchpotch/s1mb-dataset"
 _HEX40 = re.compile(r"[0-9a-f]{40}")
+# The items split the synthetic set is built from: `decision.item_splits.BENCH_SPLIT` (a test keeps them
+# equal; named here so the stage's code deps stay the bench package)
+ITEMS_SPLIT = "bench"
 
 
 @dataclass
 class S1mbDataParams:
     """Where the benchmarks come from; `max_cases`/`many_options` shape the synthetic set only."""
-    source: str = rule(choices=("synthetic", "local"), doc="synthetic: built from the eval split; local: an export")
+    source: str = rule(choices=("synthetic", "local"), doc="synthetic: built from the items' bench split "
+                       "(questions no other step sees); local: an export")
     category: str = rule(doc="category id, e.g. synthetic-v1 or english-v1")
     local_dir: str = rule(external=True, doc="local export of the real data (source: local)")
     revision: str = rule(doc="40-hex HF dataset commit of the local export; '' = content hash")
@@ -73,7 +82,7 @@ def _summary(definitions: dict[str, Benchmark], ids: list[str]) -> dict:
 
 
 def build_synthetic_set(out: Path, questions: list[dict], p: S1mbDataParams, seed: int) -> dict:
-    """Write the synthetic set built from eval `questions` to `out`; return its index."""
+    """Write the synthetic set built from the bench-split `questions` to `out`; return its index."""
     built = synthetic.build_synthetic(questions, category=p.category, seed=seed,
                                       many_options=p.many_options, max_cases=p.max_cases)
     with atomic_dir(out) as tmp:
@@ -84,7 +93,7 @@ def build_synthetic_set(out: Path, questions: list[dict], p: S1mbDataParams, see
         load_category(tmp / "categories" / f"{p.category}.json", definitions)
         for bid in ids:
             load_cases(tmp, definitions[bid])
-        index = {"source": "synthetic", "category": p.category, "data_root": ".",
+        index = {"source": "synthetic", "items_split": ITEMS_SPLIT, "category": p.category, "data_root": ".",
                  "dataset_source": {"repo_id": SYNTHETIC_REPO, "revision": synthetic.dataset_revision(built)},
                  "benchmarks": {b: {"task": definitions[b].task, "case_count": definitions[b].case_count,
                                     "decision_count": definitions[b].decision_count} for b in ids},
@@ -148,10 +157,10 @@ def load_index(data_dir: str | Path, check_files: bool = True) -> tuple[dict, Pa
     return index, root
 
 
-def build_bench(out: Path, eval_questions: list[dict], p: S1mbDataParams, seed: int) -> dict:
+def build_bench(out: Path, bench_questions: list[dict], p: S1mbDataParams, seed: int) -> dict:
     """Write the benchmark set `p.source` selects to `out`; return its index."""
     if p.source == "synthetic":
-        return build_synthetic_set(out, eval_questions, p, seed)
+        return build_synthetic_set(out, bench_questions, p, seed)
     return index_local_set(out, p)
 
 
@@ -160,4 +169,6 @@ def bench_metrics(index: dict) -> dict:
     metrics = {k: index[k] for k in ("source", "category", "n_benchmarks", "n_cases", "n_judgments",
                                      "benchmarks_per_task")}
     metrics["dataset_revision"] = index["dataset_source"]["revision"]
+    if "items_split" in index:
+        metrics["items_split"] = index["items_split"]
     return metrics

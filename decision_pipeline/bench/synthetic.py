@@ -1,16 +1,17 @@
 """An offline S1MB-format benchmark set built from the procedural question families.
 
 The real S1MB data (137 English benchmarks) needs a licence click-through and a
-GPU-sized model; the default (CPU) profile instead turns the pipeline's own eval
-split into benchmarks with exactly the upstream formats, so the same scoring
-library, result files, Task Avg and Borda run end to end on a laptop:
+GPU-sized model; the default (CPU) profile instead turns the items' own ``bench``
+split (questions that enter no training, calibration or evaluation step) into
+benchmarks with exactly the upstream formats, so the same scoring library,
+result files, Task Avg and Borda run end to end on a laptop:
 
 - one *subset* per question family (``datasets/<family>``) and one benchmark per
   (family, task): ``keyword-noul-test-v1``, ``category-choice-test-v1``,
   ``larger-choice-test-v1``, ``count-score-test-v1`` (hard targets everywhere
   except ``count`` from level 2 on, whose targets are soft);
 - one many-option choice subset, ``larger-many`` (``larger-many-choice-test-v1``):
-  every eval ``larger`` question extended deterministically to ``n_options``
+  every bench ``larger`` question extended deterministically to ``n_options``
   (default 12 > the 8 answer labels) distinct numbers, so adapters must compose
   a chunked readout to answer it;
 - definitions (§2) in ``benchmarks/<id>.json``, a category file in
@@ -137,7 +138,7 @@ class SyntheticSet:
 
 def build_synthetic(questions: Iterable[Mapping[str, Any]], *, category: str, seed: int,
                     many_options: int = 12, max_cases: int | None = None) -> SyntheticSet:
-    """Benchmarks per (family, task) from the eval questions, plus the many-option subset.
+    """Benchmarks per (family, task) from the bench-split questions, plus the many-option subset.
 
     ``max_cases`` caps each family (the lowest ids by SHA-256 rank are kept, a
     seed-free sample stable across machines). ``many_options`` < 9 skips the
@@ -147,7 +148,7 @@ def build_synthetic(questions: Iterable[Mapping[str, Any]], *, category: str, se
     for q in questions:
         by_family[slug(q.get("family", "external"))].append(dict(q))
     if not by_family:
-        raise PipelineError("s1mb_data: no eval questions to build benchmarks from; check items.splits")
+        raise PipelineError("s1mb_data: no bench questions to build benchmarks from; raise items.splits.bench")
     if MANY_SUBSET in by_family:
         raise PipelineError(f"s1mb_data: family name {MANY_SUBSET!r} is reserved for the many-option subset")
     subsets: dict[str, list[dict]] = {}
@@ -170,7 +171,8 @@ def build_synthetic(questions: Iterable[Mapping[str, Any]], *, category: str, se
                 definitions[bid] = Benchmark(bid, task, f"datasets/{subset}", SPLIT, counts[task],
                                              counts[task], PRIMARY_METRIC[task])
     cat = {"id": category, "name": f"Synthetic {category}",
-           "description": "Offline S1MB-format benchmarks built from the pipeline's procedural eval questions "
+           "description": "Offline S1MB-format benchmarks built from the pipeline's procedural questions of the "
+                          "items' bench split, which no training, calibration or evaluation step reads "
                           "(decision_pipeline/bench/synthetic.py).",
            "benchmarks": sorted(definitions)}
     parse_category(cat, definitions)  # validates the id and the references

@@ -11,8 +11,12 @@ from decision_pipeline.questions import families
 from decision_pipeline.questions.families import FAMILIES
 from decision_pipeline.questions.schema import load_external_questions, normalised_key, to_row, validate_question
 
-# pool: SFT (and the tokenizer); rl: fresh questions only RL sees; dev / eval / calibration: held out
-SPLITS = ("pool", "rl", "dev", "eval", "calibration")
+# pool: SFT (and the tokenizer); bench: the synthetic S1MB benchmarks alone (no training, calibration or
+# evaluation step reads it); rl: fresh questions only RL sees; dev / eval / calibration: held out
+SPLITS = ("pool", "bench", "rl", "dev", "eval", "calibration")
+BENCH_SPLIT = "bench"
+# every split but the training pool: none of them may reach pretraining, and an RL candidate twin of one leaks
+HELD_OUT_SPLITS = tuple(s for s in SPLITS if s != "pool")
 
 
 @dataclass
@@ -22,8 +26,10 @@ class ItemsParams:
     levels: list[int] = rule(min=0, max=4, nonempty=True, doc="difficulty levels to generate for every family")
     per_cell: int = rule(min=1, max=100_000, doc="questions per (family, level) cell")
     splits: dict[str, float] = rule(keys=SPLITS, min=0.0, max=1.0,
-                                    doc="fraction per split (pool, rl, dev, eval, calibration), taken in the order "
-                                        "written; sums to 1. `rl` holds fresh questions only RL trains on")
+                                    doc="fraction per split (pool, bench, rl, dev, eval, calibration), taken in the "
+                                        "order written; sums to 1. `rl` holds fresh questions only RL trains on; "
+                                        "`bench` the questions the synthetic S1MB benchmarks alone are built from "
+                                        "(0 where s1mb_data reads an export)")
     external: str = rule(external=True, doc="JSONL/Parquet question file split like the rest (a dep of the stage); "
                              "configs/external/none = none")
     seed_offset: int = rule(min=0, doc="added to base.seed for the generated questions alone: a noise study "

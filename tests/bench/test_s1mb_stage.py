@@ -59,10 +59,10 @@ def run_stage(tmp: Path, bench: Path, model_dir: str, out: str, temps: Path, **k
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory, questions) -> Path:
-    """The synthetic set written by the s1mb_data stage from an items file whose split is all eval."""
+    """The synthetic set written by the s1mb_data stage from an items file whose split is all bench."""
     from stages import s1mb_data
     tmp = tmp_path_factory.mktemp("s1mb")
-    write_table(tmp / "items.parquet", [to_row(q, "eval") for q in questions], QUESTION_SCHEMA)
+    write_table(tmp / "items.parquet", [to_row(q, "bench") for q in questions], QUESTION_SCHEMA)
     rc = s1mb_data.main(["--params", str(params(tmp)), "--items", str(tmp / "items.parquet"),
                          "--out", str(tmp / "bench"), "--metrics", str(tmp / "data.json")])
     assert rc == 0

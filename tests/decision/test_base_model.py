@@ -47,7 +47,7 @@ def test_missing_base_dir_names_the_key(tmp_path):
 
 def test_build_items_splits_and_counts():
     p = ItemsParams(families=["keyword", "larger"], levels=[0, 1], per_cell=5,
-                    splits={"pool": 0.45, "rl": 0.1, "dev": 0.1, "eval": 0.2, "calibration": 0.15}, external="", seed_offset=0)
+                    splits={"pool": 0.33, "bench": 0.12, "rl": 0.1, "dev": 0.1, "eval": 0.2, "calibration": 0.15}, external="", seed_offset=0)
     rows, metrics = build_items(p, seed=4)
     assert len(rows) == metrics["n_items"] == 20 and [r["id"] for r in rows] == sorted(r["id"] for r in rows)
     assert set(metrics["splits"]) == set(SPLITS) and sum(metrics["splits"].values()) == 20

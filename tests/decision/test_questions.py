@@ -139,7 +139,7 @@ def test_reordered_list_items_are_the_same_question():
 
 def test_build_items_drops_duplicates_keeping_the_lowest_id():
     p = ItemsParams(families=["larger"], levels=[0], per_cell=120,
-                    splits={"pool": 0.45, "rl": 0.1, "dev": 0.1, "eval": 0.2, "calibration": 0.15}, external="", seed_offset=0)
+                    splits={"pool": 0.33, "bench": 0.12, "rl": 0.1, "dev": 0.1, "eval": 0.2, "calibration": 0.15}, external="", seed_offset=0)
     rows, m = build_items(p, seed=3)
     keys = [normalised_key(from_row(r)) for r in rows]
     assert len(keys) == len(set(keys)) == m["n_items"] == m["unique_questions"]
