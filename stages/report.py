@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--root", default=".", help="repository root holding metrics/ and plots/")
     ap.add_argument("--out", default="report/report.pdf")
     ap.add_argument("--summary", default="metrics/summary.json")
+    ap.add_argument("--headline", default="metrics/headline.json",
+                    help="the headline values alone: the one metrics file dvc.yaml declares (dvc exp show)")
     ap.add_argument("--figures", default="plots/report")
     args = ap.parse_args(argv)
     started = time.time()
@@ -33,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     if errors:
         more = f" (and {len(errors) - 1} more; `make check` lists them all)" if len(errors) > 1 else ""
         raise PipelineError(errors[0] + more)
-    counts = build_report(args.root, args.out, args.summary, args.figures, args.params)
+    counts = build_report(args.root, args.out, args.summary, args.figures, args.params, args.headline)
     summary("report", started, **counts)
 
 

@@ -162,8 +162,10 @@ def draw(store: Store, fig: Fig, out: Path) -> tuple[Fig, Path]:
 
 
 def build_report(root: str | Path, pdf_out: str | Path, summary_out: str | Path, figures_dir: str | Path,
-                 params_path: str | Path) -> dict:
-    """Build figures, the PDF and summary.json from the tracked metrics under `root`; returns counts."""
+                 params_path: str | Path, headline_out: str | Path | None = None) -> dict:
+    """Build figures, the PDF and summary.json from the tracked metrics under `root`; returns counts.
+    `headline_out` gets the headline values alone ({name: value}): the file dvc.yaml declares as the
+    pipeline's metrics, so `dvc exp show` shows the README table's numbers and not 1,700 detail keys."""
     root = Path(root)
     params_path = Path(params_path)
     if not params_path.is_file():
@@ -180,6 +182,8 @@ def build_report(root: str | Path, pdf_out: str | Path, summary_out: str | Path,
             blocks.append(pdf.Block(sec, sentences, sentences[:sec.key_sentences], rows, drawn))
         data = pdf.render(meta, blocks, plan.skipped, lists, stages, claims, n_min, noise_note(store))
     write_json(root / summary_out, summary_entries(plan.rows))
+    if headline_out is not None:
+        write_json(root / headline_out, {r.headline.name: r.value for r in plan.rows})
     write_bytes_atomic(root / pdf_out, data)
     problems = [p for name in sorted(F.LAYOUT_PROBLEMS) for p in F.LAYOUT_PROBLEMS[name]]
     for problem in problems:
