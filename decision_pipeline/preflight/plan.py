@@ -175,9 +175,10 @@ def training_peak(stage: str, m: ModelShape, tokens: int, kept: int, lora_r: int
     plan.terms["lora + adamw"] = lora_param_count(m, lora_r, targets) * lora_bytes
     per_layer = act_bytes_per_token_layer(m)
     head = loss_head_bytes(loss, m, kept, triton)
-    if ckpt:   # layer inputs kept, one layer recomputed at a time
+    if ckpt:   # layer inputs kept, one layer recomputed at a time (after the loss head's memory is gone)
         plan.terms["activations"] = tokens * m.layers * m.hidden * BF16
-        plan.terms["loss head"] = max(head, tokens * per_layer)
+        recompute = tokens * per_layer
+        plan.terms["loss head" if head >= recompute else "recomputed layer"] = max(head, recompute)
     else:
         plan.terms["activations"] = tokens * m.layers * per_layer
         plan.terms["loss head"] = head
@@ -284,9 +285,10 @@ def plan_sft(params: dict, m: ModelShape, gpu_gib: float, triton: bool = True) -
     ckpt = bool(s.get("gradient_checkpointing", False))
     plan = sft_peak(m, rows, length, int(s["lora_r"]), list(s["lora_targets"]), ckpt, "joint", accumulation)
     plan.knobs = {"activations": "sft.gradient_checkpointing" if not ckpt else "sft.micro_batch_size",
-                  "loss head": "sft.micro_batch_size"}
+                  "loss head": "sft.micro_batch_size", "recomputed layer": "sft.micro_batch_size"}
     if rows == 1:      # the single longest example dominates: the micro-batch does not help
-        plan.knobs = {"activations": length_key if ckpt else "sft.gradient_checkpointing", "loss head": length_key}
+        plan.knobs = {"activations": length_key if ckpt else "sft.gradient_checkpointing", "loss head": length_key,
+                      "recomputed layer": length_key}
     plan.note += f" (micro-batch {micro})"
     return plan
 
@@ -304,7 +306,7 @@ def plan_grpo(params: dict, m: ModelShape, gpu_gib: float, triton: bool = True) 
     plan = grpo_peak(m, micro, PROMPT_TOKENS, completion, int(r["lora_r"]), list(r["lora_targets"]), ckpt,
                      "trl_fused_lm_head", triton, accumulation)
     plan.knobs = {"activations": "rl.gradient_checkpointing" if not ckpt else "rl.micro_batch_size",
-                  "loss head": "rl.micro_batch_size"}
+                  "loss head": "rl.micro_batch_size", "recomputed layer": "rl.micro_batch_size"}
     plan.note += f" (micro-batch {micro})"
     if r.get("use_vllm") and r.get("vllm_mode", "colocate") == "colocate":
         util = float(r.get("vllm_gpu_memory_utilization", 0.3))       # TRL's default when the key is absent

@@ -38,12 +38,15 @@ def test_qwen3_4b_counts_by_hand(shape):
                                         "down_proj"]) == 36 * per_layer_lora
 
 
-@pytest.mark.parametrize("gib", [80, 141])
-def test_shipped_gpu_profile_fits(shape, gpu, gib):
-    plans = memory_plan(gpu, shape, gib)
+def test_shipped_gpu_profile_fits_141_not_80(shape, gpu):
+    """The profile's SFT (1 x 32,768 tokens through the stage's joint loss, 14 bytes per logit over the full
+    vocabulary) needs ~82 GiB: it fits an H200, and on 80 GiB the plan refuses it naming sft.max_length."""
+    plans = memory_plan(gpu, shape, 141)
     assert {p.stage for p in plans} == {"readout", "post-chain readout", "vllm generation", "sft", "grpo"}
-    assert failures(plans, gib) == []
-    assert all(p.peak_gib <= gib for p in plans)
+    assert failures(plans, 141) == []
+    errs = failures(memory_plan(gpu, shape, 80), 80)
+    assert len(errs) == 1 and "stage sft needs" in errs[0] and "(loss head " in errs[0]
+    assert errs[0].endswith("change sft.max_length")
 
 
 def test_gpu_profile_without_knobs_is_refused(shape):
@@ -53,7 +56,7 @@ def test_gpu_profile_without_knobs_is_refused(shape):
         for key in ("micro_batch_size", "gradient_checkpointing"):
             params[section].pop(key, None)
     params["rl"].pop("vllm_max_model_length", None)
-    errs = failures(memory_plan(params, shape, 80), 80)
+    errs = failures(memory_plan(params, shape, 141), 141)
     assert any("stage sft" in e and "sft.gradient_checkpointing" in e for e in errs)
     assert any("rl.vllm_max_model_length" in e and "36.0 GiB" in e for e in errs)   # 262144 * 144 KiB
 
@@ -61,25 +64,42 @@ def test_gpu_profile_without_knobs_is_refused(shape):
 def test_doubled_length_refused(shape, gpu):
     doubled = copy.deepcopy(gpu)
     doubled["sft"]["max_length"] *= 2
-    errs = failures(memory_plan(doubled, shape, 80), 80)
+    errs = failures(memory_plan(doubled, shape, 141), 141)
     assert len(errs) == 1 and "stage sft needs" in errs[0] and "change sft.max_length" in errs[0]
 
 
 def test_doubled_completion_length_refused(shape, gpu):
     doubled = copy.deepcopy(gpu)
     doubled["rl"]["max_completion_length"] *= 2
-    errs = failures(memory_plan(doubled, shape, 80), 80)
+    errs = failures(memory_plan(doubled, shape, 141), 141)
     assert len(errs) == 1 and "stage grpo" in errs[0] and "raise rl.vllm_max_model_length" in errs[0]
 
 
 def test_grpo_batch_headroom(shape, gpu):
-    """rl.micro_batch_size 2 -> 4 still fits 80 GiB (the profile keeps that headroom); 2 -> 8 is refused."""
-    doubled = copy.deepcopy(gpu)
-    doubled["rl"]["micro_batch_size"] *= 2
-    assert failures(memory_plan(doubled, shape, 80), 80) == []
-    doubled["rl"]["micro_batch_size"] *= 2
-    errs = failures(memory_plan(doubled, shape, 80), 80)
-    assert len(errs) == 1 and "stage grpo needs" in errs[0] and "change rl.micro_batch_size" in errs[0]
+    """TRL's fused LM head never builds the [tokens, vocabulary] logits, so GRPO's update grows with the
+    activations only: rl.micro_batch_size 2 -> 16 still fits 80 GiB; 32 does not, and the knob is named."""
+    bigger = copy.deepcopy(gpu)
+    bigger["sft"]["max_length"] //= 2          # the 80 GiB card's SFT refusal is another test's
+    bigger["rl"]["micro_batch_size"] = 16
+    assert failures(memory_plan(bigger, shape, 80), 80) == []
+    bigger["rl"]["micro_batch_size"] = 32
+    errs = failures(memory_plan(bigger, shape, 80), 80)
+    assert len(errs) == 1 and "stage grpo needs" in errs[0] and errs[0].endswith("change rl.micro_batch_size")
+
+
+def test_loss_path_is_an_input(shape):
+    """The same GRPO shape through the three log-prob paths: TRL's fused LM head < selective_log_softmax's
+    Triton kernel (6 bytes per kept logit) < the first smoke's fp32 loop (16)."""
+    from decision_pipeline.preflight.plan import grpo_peak
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    peak = {loss: grpo_peak(shape, 4, 256, 8192, 64, targets, True, loss).allocated_gib
+            for loss in ("trl_fused_lm_head", "selective_log_softmax", "fp32_log_softmax")}
+    assert peak["trl_fused_lm_head"] < peak["selective_log_softmax"] < peak["fp32_log_softmax"]
+    kept = 4 * 8192 * 151936
+    # 16 traced bytes per kept logit against the measured 6
+    assert peak["fp32_log_softmax"] - peak["selective_log_softmax"] == pytest.approx(10 * kept / GIB, rel=0.01)
+    fallback = grpo_peak(shape, 4, 256, 8192, 64, targets, True, "selective_log_softmax", triton=False)
+    assert fallback.terms["loss head"] == pytest.approx(6.0 * kept, rel=0.01)   # the traced torch fallback
 
 
 def test_doubled_batch_without_accumulation_refused(shape, gpu):
@@ -96,7 +116,7 @@ def test_cli_exit_codes(tmp_path, gpu):
     merged.write_text(yaml.safe_dump(gpu))
     cmd = [sys.executable, "-m", "decision_pipeline.preflight", "plan", "--params", str(merged),
            "--model-config", str(FIXTURE)]
-    ok = subprocess.run(cmd + ["--gpu-gib", "80"], capture_output=True, text=True, cwd=ROOT)
+    ok = subprocess.run(cmd + ["--gpu-gib", "141"], capture_output=True, text=True, cwd=ROOT)
     assert ok.returncode == 0, ok.stderr
     assert sum(line.split()[0] in {"readout", "post-chain", "vllm", "sft", "grpo"} for line in ok.stdout.splitlines()) == 5
     small = subprocess.run(cmd + ["--gpu-gib", "8"], capture_output=True, text=True, cwd=ROOT)
@@ -148,13 +168,27 @@ def test_merge_profile_is_recursive_and_leaves_inputs_alone():
     assert base["sft"]["launch"]["num_processes"] == 1
 
 
-def test_hours_from_token_counts(gpu):
+def test_hours_from_measured_rates(gpu):
+    """Each rate is the measured table's, said so; vLLM's is an assumption and printed as one."""
     from decision_pipeline.preflight.hours import render_hours, stage_tokens
-    rows = {stage: (tokens, rate) for stage, tokens, rate, _ in stage_tokens(gpu)}
-    # sft: max_steps 3000 x batch 16 x (512 prompt + 2000 chain) at the assumed 6,000 training tok/s
-    assert rows["sft"] == (3000 * 16 * 2512, 6000)
+    rows = {stage: (tokens, rate, where) for stage, tokens, rate, where, _ in stage_tokens(gpu)}
+    # sft: max_steps 3000 x batch 16 x (512 prompt + 2000 chain); 1 x 2,512 tokens per forward -> the 8,192 row
+    assert rows["sft"] == (3000 * 16 * 2512, 5950, "measured at 8,192 tok/forward")
     # generate: 20,000 questions x k 4 x 2,512 tokens through vLLM at the assumed 20,000 tok/s
-    assert rows["generate"] == (20000 * 4 * 2512, 20000)
+    assert rows["generate"] == (20000 * 4 * 2512, 20000, "ASSUMED (vLLM not measured)")
+    assert rows["rl (updates)"][1:] == (6139, "measured GRPO update (slower end)")
+    assert rows["evaluate (readout)"][1] == 23000
     text = render_hours(gpu)
-    assert "assumptions, not measurements" in text
-    assert f"{3000 * 16 * 2512 / 6000 / 3600:.1f}" in next(line for line in text.splitlines() if line.startswith("sft "))
+    assert "measured on one NVIDIA H200" in text and "an assumption until vLLM is measured" in text
+    assert f"{3000 * 16 * 2512 / 5950 / 3600:.1f}" in next(line for line in text.splitlines() if line.startswith("sft "))
+
+
+def test_hf_decode_rate_by_batch():
+    """hf decoding: batch x 1000 / ms per step, ms linear between the measured batch sizes (76.6 at 1, 81.6 at 64)."""
+    from decision_pipeline.preflight.hours import Rates
+    from decision_pipeline.preflight.measured import load
+    rates = Rates(load())
+    assert rates.hf_rate(1)[0] == pytest.approx(1000 / 76.6)
+    assert rates.hf_rate(64)[0] == pytest.approx(64 * 1000 / 81.6)
+    assert rates.hf_rate(32)[0] == pytest.approx(32 * 1000 / (76.6 + 5.0 * 31 / 63))
+    assert rates.hf_rate(256)[0] == pytest.approx(256 * 1000 / 81.6)    # past the last measured batch: its ms

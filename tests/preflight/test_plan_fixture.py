@@ -1,0 +1,97 @@
+"""The memory plan against the table measured on one H200 (tests/fixtures/h200_memory.json), on CPU.
+
+Every row must be within 15% (the issue's bar; today all are within 1.3%). The loss heads' bytes per
+logit come from loss_trace.py's CPU measurement of the exact loss code, so this also checks that
+measurement against the GPU: 12 for the hf loss (the SFT rows) and 16 for the first smoke's fp32 loop.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from decision_pipeline.preflight.loss_trace import bytes_per_logit
+from decision_pipeline.preflight.measured import H200, TOLERANCE, compare, load
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_row_within_15_percent():
+    data = load(H200)
+    rows = compare(data)
+    assert len(rows) == len(data["memory"]) == 11
+    worst = max(rows, key=lambda c: abs(c.rel))
+    assert all(abs(c.rel) <= TOLERANCE for c in rows), f"{worst.label}: {worst.rel:+.1%}"
+
+
+def test_fixture_says_where_it_was_measured():
+    p = load(H200)["provenance"]
+    assert p["date"] == "2026-12-04" and "H200" in p["machine"] and p["commit"] == "main 1b280f7"
+    assert {"torch", "transformers", "peft", "trl"} <= set(p["versions"])
+
+
+def test_loss_heads_traced_on_cpu():
+    """Bytes per kept logit, by hand from the code paths (bf16 logits = 2, fp32 = 4):
+    hf loss: the fp32 log-softmax kept for backward (4) + its incoming grad (4) + the grad it makes (4) = 12;
+    fp32 loop: the same 12 + the fp32 logits the loop still holds (4) = 16;
+    joint: 12 + the bf16 copy of the scored rows that `logits[:, :-1][keep]` makes (2) = 14;
+    selective_log_softmax's torch fallback: every row's fp32 log-softmax kept for backward (4) + the bf16
+    logits' grad (2) = 6."""
+    assert bytes_per_logit("hf_loss") == pytest.approx(12, abs=0.05)
+    assert bytes_per_logit("fp32_log_softmax") == pytest.approx(16, abs=0.05)
+    assert bytes_per_logit("joint") == pytest.approx(14, abs=0.05)
+    assert bytes_per_logit("selective_log_softmax_torch") == pytest.approx(6, abs=0.05)
+
+
+def _compare_cli(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "decision_pipeline.preflight", "compare", "--measured", str(path)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def test_compare_cli_passes_on_the_fixture():
+    run = _compare_cli(H200)
+    assert run.returncode == 0, run.stderr
+    assert "2026-12-04" in run.stdout and run.stdout.count("%") == 11 and "OUTSIDE" not in run.stdout
+
+
+@pytest.mark.parametrize("row, cause", [
+    ({"stage": "vllm", "rows": 1, "measured_gib": 5.0}, "stage 'vllm' has no plan"),
+    ({"stage": "sft", "rows": 1, "loss": "joint", "measured_gib": 5.0}, "key 'length' missing"),
+    ({"stage": "grpo", "micro": 1, "prompt": 1, "completion": 8, "loss": "dpo", "measured_gib": 5.0},
+     "loss path 'dpo' has no plan"),
+])
+def test_a_row_the_plan_cannot_compute_is_one_line(tmp_path, row, cause):
+    data = json.loads(H200.read_text())
+    data["memory"].append(row)
+    bad = tmp_path / "table.json"
+    bad.write_text(json.dumps(data))
+    run = _compare_cli(bad)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1, run.stderr
+    assert "memory row 12" in lines[0] and cause in lines[0]
+    assert "use one of" in lines[0] or "a sft row needs" in lines[0]      # the fix is named
+
+
+def test_a_row_outside_the_tolerance_fails(tmp_path):
+    data = json.loads(H200.read_text())
+    data["memory"][2]["measured_gib"] = 50.0        # sft 1 x 32,768: the plan says 70.3
+    bad = tmp_path / "table.json"
+    bad.write_text(json.dumps(data))
+    run = _compare_cli(bad)
+    assert run.returncode == 2 and "OUTSIDE 15%" in run.stdout and "sft 1x32768 hf_loss" in run.stderr
+
+
+def test_config_missing_vocab_size_is_one_line(tmp_path):
+    config = json.loads((ROOT / "tests/fixtures/qwen3_4b/config.json").read_text())
+    del config["vocab_size"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    data = json.loads(H200.read_text())
+    data["model_config"] = str(tmp_path / "config.json")
+    bad = tmp_path / "table.json"
+    bad.write_text(json.dumps(data))
+    run = _compare_cli(bad)
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1
+    assert "key vocab_size missing" in run.stderr
