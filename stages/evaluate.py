@@ -4,7 +4,9 @@ Readout: option-label probabilities after `Answer:` (one forward pass), with the
 model's calibrated per-task temperatures. Thinking: one sampled chain per
 question, answer parsed; post-chain readout from the chain's exact token ids.
 Adds routing (lowest-margin share to thinking), disagreement AUROC, bootstrap
-CIs, and with `--baseline` a paired bootstrap against that model's records.
+CIs, and with `--baseline` a paired bootstrap against that model's records. The
+Decision Score's label prior is fitted on the calibration split of the same items
+file, never on the eval questions it scores.
 """
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.common.temperatures import read_temperatures
 from decision_pipeline.decision.answering import answer_questions
-from decision_pipeline.decision.evaluation import EvaluateParams, answer_records, evaluate_records
-from decision_pipeline.questions.schema import load_items
+from decision_pipeline.decision.evaluation import PRIOR_SPLIT, EvaluateParams, answer_records, evaluate_records
+from decision_pipeline.questions.schema import load_items, load_split
 from decision_pipeline.lm.runtime import RuntimeParams
 from decision_pipeline.reporting.stage_plots import plot_accuracy_grid, plot_reliability, plot_routing_curve
 
@@ -46,6 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     name = Path(args.model).name
     temps = read_temperatures(args.temps)
     questions = stable_subset(load_items(args.items, split="eval"), p.max_items, "evaluate")
+    prior_questions = load_split(args.items, PRIOR_SPLIT)
     runtime = load_section(RuntimeParams, "runtime", args.params)
     logits, chains = answer_questions(args.model, questions, p.answering, seed, runtime)
     records = answer_records(questions, logits, chains)
@@ -56,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
                     read_temperatures(base_dir / "temperatures.json"))
     router = read_json(args.router) if args.router else None
     metrics, plot_data = evaluate_records(records, questions, temps, p, seed, baseline, model_name=name,
-                                          router=router)
+                                          router=router, prior_questions=prior_questions)
     write_jsonl(f"{args.out}/records.jsonl", records)
     write_json(f"{args.out}/temperatures.json", temps)
     plots = Path(args.plots)

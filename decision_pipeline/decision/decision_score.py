@@ -3,19 +3,22 @@
 A raw Brier or RPS mixes model quality with how hard the label distribution is; dividing by the
 score of the label prior (the share of each option position among the gold answers) gives a skill
 score, 1 − score/prior_score: 0 = no better than guessing the prior, 1 = perfect, < 0 = worse than
-the prior. The prior is counted per (question family, option count) over the scored items, i.e. the
-best constant forecast for those items, so a positive skill beats every constant guess. ECE rides
+the prior. The prior is a base rate per (question family, option count) fitted on the calibration
+split (`fit_label_prior`), never on the items it scores: a prior counted on the scored items would be
+their best constant forecast in hindsight, fitted on the very labels it is judged against. A cell the
+calibration split lacks gets the uniform 1/K forecast (counted as `prior.fallback_items`). ECE rides
 along. Every number carries a percentile item-bootstrap 95% CI (the prior held fixed, the items resampled).
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from decision_pipeline.common import stats
+from decision_pipeline.questions.schema import gold_index
 
 Table = dict[str, np.ndarray]
 
@@ -57,15 +60,29 @@ def rps_rows(probs: Sequence[np.ndarray], gold: np.ndarray) -> np.ndarray:
     return out
 
 
-def label_prior(gold: np.ndarray, n_options: np.ndarray, groups: np.ndarray) -> list[np.ndarray]:
-    """Per item: the share of each option position as gold among items of its (group, option count)."""
-    out: list[np.ndarray] = [np.empty(0)] * gold.size
-    for key in sorted(set(zip(groups.tolist(), n_options.tolist()))):
-        m = (groups == key[0]) & (n_options == key[1])
-        prior = np.bincount(gold[m], minlength=int(key[1])).astype(float) / m.sum()
-        for i in np.flatnonzero(m):
-            out[i] = prior
-    return out
+PriorCells = dict[tuple[str, int], np.ndarray]
+
+
+def fit_label_prior(questions: Sequence[Mapping[str, Any]]) -> PriorCells:
+    """The base rate of each option position as gold per (family, option count) over `questions`
+    (the calibration split: labels the scored model is never judged on)."""
+    counts: PriorCells = {}
+    for q in questions:
+        key = (str(q.get("family", "")), len(q["options"]))
+        counts.setdefault(key, np.zeros(key[1]))[gold_index(q)] += 1
+    return {k: v / v.sum() for k, v in sorted(counts.items())}
+
+
+def priors_for(families: np.ndarray, n_options: np.ndarray, cells: PriorCells) -> tuple[list[np.ndarray], int]:
+    """Per scored item its cell's fitted prior, or the uniform 1/K where the fit has no such cell;
+    returns (priors, how many items fell back)."""
+    out, fallback = [], 0
+    for fam, k in zip(families.tolist(), n_options.tolist()):
+        prior = cells.get((str(fam), int(k)))
+        if prior is None:
+            prior, fallback = np.full(int(k), 1.0 / int(k)), fallback + 1
+        out.append(prior)
+    return out, fallback
 
 
 def _skill(score: np.ndarray, prior_score: np.ndarray) -> float | None:
@@ -107,12 +124,17 @@ def decision_score_of(t: Table, prior: list[np.ndarray], n_bins: int = 10, n_res
     return out
 
 
-def decision_score(table: Table, n_bins: int = 10, n_resamples: int = 1000, seed: int = 0) -> dict:
-    """The Decision Score overall and per question family (task type), prior per (family, option count)."""
+def decision_score(table: Table, prior_cells: PriorCells, prior_split: str, prior_items: int, n_bins: int = 10,
+                   n_resamples: int = 1000, seed: int = 0) -> dict:
+    """The Decision Score overall and per question family, against `prior_cells` (`fit_label_prior` on the
+    `prior_items` questions of split `prior_split`); `prior` in the result records where the prior came from."""
     n_opt = np.array([len(p) for p in table["readout_probs"]], dtype=int)
-    prior = label_prior(table["gold"], n_opt, table["family"])
+    prior, fallback = priors_for(table["family"], n_opt, prior_cells)
     out = decision_score_of(table, prior, n_bins, n_resamples, seed)
-    out["prior"] = "share of each option position as gold per (family, option count) over the scored items"
+    out["prior"] = {"rule": "share of each option position as gold per (family, option count), fitted on the "
+                            f"{prior_split} split; uniform 1/K for a cell it lacks",
+                    "split": prior_split, "items": int(prior_items), "fallback_items": int(fallback),
+                    "cells": {f"{fam}/{k}": [_r(x) for x in v] for (fam, k), v in prior_cells.items()}}
     out["confidence"] = 0.95
     out["by_family"] = {}
     for fam in sorted(set(table["family"].tolist())):

@@ -11,11 +11,14 @@ from decision_pipeline.common import stats
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import rule
 from decision_pipeline.decision import metrics as dm
-from decision_pipeline.decision.decision_score import decision_score
+from decision_pipeline.decision.decision_score import decision_score, fit_label_prior
 from decision_pipeline.decision.router import compare_routers
 from decision_pipeline.decision.answering import AnsweringParams
 from decision_pipeline.decision.parsing import parse_with_reason, unparsed_by_reason
 from decision_pipeline.questions.schema import THINK_OPEN
+
+# The split the Decision Score's label prior is fitted on: labels the evaluated model is never scored on
+PRIOR_SPLIT = "calibration"
 
 
 @dataclass
@@ -72,13 +75,15 @@ def routing_at_30(curve: list[dict]) -> dict:
 
 def evaluate_records(records: Sequence[dict], questions: Sequence[dict], temps: dict, p: EvaluateParams,
                      seed: int, baseline: tuple[str, Sequence[dict], dict] | None = None,
-                     model_name: str = "model", router: dict | None = None) -> tuple[dict, dict]:
+                     model_name: str = "model", router: dict | None = None, *,
+                     prior_questions: Sequence[dict]) -> tuple[dict, dict]:
     """Metrics of one model's records and the plot data behind them.
 
     `baseline` is (name, records, temperatures) of the model to compare with
     (paired bootstrap on the same questions) or None; with one, `<model_name>_gate`
     says whether the model kept what it must against it. `router` is the learned router fit on the
-    calibration split (`router.json`), compared with margin routing on these items. Returns (metrics, plot data).
+    calibration split (`router.json`), compared with margin routing on these items. `prior_questions`
+    (the `PRIOR_SPLIT` questions) fit the Decision Score's label prior. Returns (metrics, plot data).
     """
     table = records_to_table(records, questions, temps)
     raw = records_to_table(records, questions, {})
@@ -95,7 +100,8 @@ def evaluate_records(records: Sequence[dict], questions: Sequence[dict], temps: 
                "routing": routing_at_30(curve),
                "unparsed_by_reason": thinking_unparsed(records, questions),
                "cis": dm.headline_cis(table, p.bootstrap, seed),
-               "decision_score": decision_score(table, p.ece_bins, p.bootstrap, seed),
+               "decision_score": decision_score(table, fit_label_prior(prior_questions), PRIOR_SPLIT,
+                                                len(prior_questions), p.ece_bins, p.bootstrap, seed),
                "router": compare_routers(router, table)}
     if baseline is not None:
         name, base_records, base_temps = baseline

@@ -90,12 +90,16 @@ def test_evaluate_records_carries_the_decision_score_and_both_routers():
                                                  "temperature": 0.7, "top_p": 0.95, "threads": 1},
                                    "max_items": 100, "ece_bins": 10, "bootstrap": 50}, "params.yaml: evaluate")
     qs, lg, ch = _world(40, 0, rng)
+    calibration = qs  # the router's fit items stand in for the calibration split
     router = fit_router(records_to_table(answer_records(qs, [np.array(x) for x in lg], ch), qs, {}))
     qs, lg, ch = _world(60, 100, rng)
-    m, _ = evaluate_records(answer_records(qs, [np.array(x) for x in lg], ch), qs, {}, p, 0, router=router)
+    m, _ = evaluate_records(answer_records(qs, [np.array(x) for x in lg], ch), qs, {}, p, 0, router=router,
+                            prior_questions=calibration)
     ds = m["decision_score"]
     assert set(ds["by_family"]) == {"keyword", "count"} and ds["n"] == 60
+    assert ds["prior"]["split"] == "calibration" and ds["prior"]["items"] == 40
     assert ds["brier_skill"]["ci_low"] <= ds["brier_skill"]["point"] <= ds["brier_skill"]["ci_high"]
     assert m["router"]["learned"]["n_fit"] == 40 and m["router"]["margin"]["fixable_auroc"] is not None
-    bare, _ = evaluate_records(answer_records(qs, [np.array(x) for x in lg], ch), qs, {}, p, 0)
+    bare, _ = evaluate_records(answer_records(qs, [np.array(x) for x in lg], ch), qs, {}, p, 0,
+                               prior_questions=calibration)
     assert bare["router"]["learned"] is None
