@@ -22,25 +22,32 @@ $(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml
 
 install: $(STAMP)
 
-# PROFILE=gpu|micro first merges profiles/<name>.yaml over the committed params.yaml (refusing to
-# overwrite edits of yours); `make profile PROFILE=default` goes back. Every run starts with `make check`.
+# `make run` first prints the active profile (params.yaml's base.profile) and refuses a params.yaml that
+# is another profile than PROFILE (default: default), e.g. after `make profile PROFILE=micro`;
+# FORCE_PROFILE=1 runs params.yaml as it is. PROFILE=gpu|micro merges profiles/<name>.yaml over the
+# committed params.yaml when params.yaml is exactly a profile (checked like params first; edits of yours
+# are never overwritten); `make profile PROFILE=default` goes back. Every run starts with `make check`.
+FORCE_PROFILE ?=
+RUN_PROFILE = $(PY) -m decision_pipeline.config run-profile $(PROFILE) $(if $(filter 1 yes true,$(FORCE_PROFILE)),--force)
 run: $(STAMP)
+	$(RUN_PROFILE) --dry-run
 ifeq ($(PROFILE),gpu)
 	$(PY) -m decision_pipeline.preflight check --profile $(PROFILE) $(if $(GPU_GIB),--gpu-gib $(GPU_GIB))
 endif
-ifneq ($(PROFILE),default)
-	$(PY) -m decision_pipeline.common.profiles apply $(PROFILE)
-endif
+	$(RUN_PROFILE)
 	$(PY) -m decision_pipeline.config check
 	$(DVC) repro
 
+# profiles/<name>.yaml merged into params.yaml after its keys and types are checked against the params
+# dataclasses (every error at once, naming profiles/<name>.yaml and the key; nothing written on error)
 profile: $(STAMP)
-	$(PY) -m decision_pipeline.common.profiles apply $(PROFILE)
+	$(PY) -m decision_pipeline.config profile $(PROFILE)
 
-# Every params section (and SET="a.b=1 c.d=2" overrides, as dvc exp run -S takes them) through its
-# typed loader, all errors at once, in seconds: before any stage works
+# Every params section (and SET="a.b=1 c.d=[x, y]" overrides, as dvc exp run -S takes them; blanks inside
+# [...] or quotes stay in one override) through its typed loader, regex params compiled, prompt files
+# read, all errors at once, in seconds: before any stage works. SET travels as one argument.
 check: $(STAMP)
-	$(PY) -m decision_pipeline.config check $(foreach s,$(SET),--set $(s))
+	$(PY) -m decision_pipeline.config check --sets '$(subst ','\'',$(value SET))'
 
 # The pipeline as a picture a person can read: one box per stage family -> docs/dag.png, with the
 # stage/edge list and digest it was drawn from in docs/dag.json (a test says when dvc.yaml moved on)
@@ -64,8 +71,8 @@ review: $(STAMP)
 # What it costs: docs/reliability.md ("The noise study").
 RUNS ?=
 noise: $(STAMP)
-	$(PY) -m decision_pipeline.reporting.noise_study --queue $(if $(RUNS),--runs $(RUNS))
-	$(DVC) exp run --run-all --jobs 1
+	$(PY) -m decision_pipeline.reporting.noise_study --plan $(if $(RUNS),--runs $(RUNS))
+	$(PY) -m decision_pipeline.reporting.noise_study --run
 	$(PY) -m decision_pipeline.reporting.noise_study --collect
 
 # Borda cohort: copy this run's base/SFT/RL S1MB model folders into configs/s1mb_cohort (then point
