@@ -8,7 +8,7 @@ STAMP   := .venv/.installed
 # dvc.yaml commands call `python`: the venv's must come first on PATH
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: install run profile check test bench gpu-params clean-venv s3-local report review noise review-ui review-export preflight memory-plan gpu-install cohort gpu-check dag pull
+.PHONY: install run profile check test bench gpu-params clean-venv s3-local report review noise review-ui review-export preflight memory-plan gpu-install cohort gpu-check dag pull compare
 
 $(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml
 	python3.11 -m venv .venv || python3 -m venv .venv
@@ -64,6 +64,11 @@ report: $(STAMP)
 BASE ?= main
 review: $(STAMP)
 	$(PY) -m decision_pipeline.reporting.review --base $(BASE) --out review $(if $(SOURCE),--source $(SOURCE))
+
+# The experiments' headline numbers beside the committed run's, each change marked against its run-to-run
+# noise (reporting/compare.py; `dvc exp show --md --only-changed` shows the same numbers unmarked)
+compare: $(STAMP)
+	$(PY) -m decision_pipeline.reporting.compare
 
 # The noise study (reporting/noise_study.py): DVC experiments from the committed run, each changing one
 # source of chance (whole-chain reseeds, data, pretrain init, pretrain order, SFT seed, RL seed; RUNS="sft_seed=4 ..."

@@ -49,9 +49,11 @@ def _t975(n: int) -> float:
 
 
 def is_bound(key: str) -> bool:
-    """A CI bound or a seeds block's min/max/half-range: read beside its metric, not a row of its own."""
+    """A CI bound, a summary's noise entry or a seeds block's min/max/half-range: read beside its metric,
+    not a row of its own."""
     parent, _, leaf = key.rpartition(".")
-    return leaf in BOUND_KEYS or (parent.rpartition(".")[2] == "seeds" and leaf.endswith(("_min", "_max", "_halfrange")))
+    return (leaf in BOUND_KEYS or leaf.endswith(("_ci_low", "_ci_high", "_noise", "_noise_n", "_noise_floor"))
+            or (parent.rpartition(".")[2] == "seeds" and leaf.endswith(("_min", "_max", "_halfrange"))))
 
 
 def choose_source(params_diff: dict, available: set[str]) -> str:

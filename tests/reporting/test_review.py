@@ -61,6 +61,16 @@ def test_markdown_puts_headlines_first_and_says_the_source():
     assert "No run-to-run noise is recorded" in review_markdown("main", {}, diff, {}, "reseed")
 
 
+def test_compare_marks_headline_changes_of_experiments():
+    from decision_pipeline.reporting.compare import table
+    nf = _noise("reseed", {"cis.readout_accuracy.point": 0.01})
+    runs = [("main", {"sft_readout_accuracy": 0.50, "other": 1.0}),
+            ("exp-a", {"sft_readout_accuracy": 0.58, "other": 1.0}), ("exp-b", {"sft_readout_accuracy": 0.51, "other": 1.0})]
+    md = table(runs, bands(nf, "reseed"))
+    assert "| SFT readout accuracy | 0.5 | 0.58 (+0.08, outside noise) | 0.51 (+0.01) |" in md
+    assert "other" not in md and md.count("\n") == 2          # header, rule, one changed row
+
+
 def test_coverage_lists_metrics_without_noise():
     cov = coverage({EV: {"a": 1, "b": 2, "ci_low": 0}}, bands(_noise("reseed", {"a": 0.1}), "reseed"))
     assert cov == {"metrics": 2, "with_noise": 1, "none": [f"{EV}:b"]}
