@@ -5,7 +5,8 @@ hf decode 13-784 tok/s and flat in batch size, not 1,500). Rates come from the m
 (tests/fixtures/h200_memory.json, `throughput`, with its provenance: one H200, 2026-12-04); each row
 prints where its rate is from. SFT's rate is read at the stage's tokens per forward (nearest measured
 length), hf decoding at the stage's batch size (linear between measured batch sizes, ms per step),
-GRPO's update and the readout at the slower end of their measured range. vLLM has not run on a GPU
+GRPO's update and the readout at the slower end of their measured range; hf decoding at the profile's
+`runtime.hf_decode` mode where that mode was measured, else eager's figures. vLLM has not run on a GPU
 for this project: its rate is the table's `assumed` entry and is printed as an assumption.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ MEAN_CHAIN_TOKENS = 2000       # assumed mean sampled chain (capped chains are l
 class Rates:
     """The measured (and assumed) throughputs of one table, each with the words that say where it is from."""
 
-    def __init__(self, data: dict):
+    def __init__(self, data: dict, decode_mode: str = "eager"):
         t, a = data.get("throughput", {}), data.get("assumed", {})
         p = data["provenance"]
         self.where = f"{p.get('machine', '?')}, {p.get('date', '?')}, {p.get('commit', '?')}"
@@ -29,7 +30,8 @@ class Rates:
         self.grpo = float(t["grpo_update_tokens_per_s"]["low"])
         self.readout = float(t["readout_tokens_per_s"]["low"])
         decode = t["hf_decode_ms_per_step"]
-        self.decode_mode = next((m for m in ("static_inductor", "static_cudagraphs") if m in decode), "eager")
+        # the profile's runtime.hf_decode when it was measured, else eager's figures (said in the row)
+        self.decode_mode = decode_mode if decode_mode in decode else "eager"
         self.decode = {int(k): float(v) for k, v in decode[self.decode_mode].items()}
         self.vllm = float(a["vllm_tokens_per_s"]["value"])
 
@@ -52,7 +54,7 @@ class Rates:
 
 def stage_tokens(params: dict, rates: Rates | None = None) -> list[tuple[str, int, float, str, str]]:
     """(stage, tokens, tokens per second, where the rate is from, what is counted) per GPU-heavy stage."""
-    rates = rates or Rates(load(H200))
+    rates = rates or Rates(load(H200), _get(params, "runtime.hf_decode", "eager"))
     chain = PROMPT_TOKENS + MEAN_CHAIN_TOKENS
     g = params.get("generate", {})
     ev = params.get("evaluate", {})
@@ -94,7 +96,7 @@ def stage_tokens(params: dict, rates: Rates | None = None) -> list[tuple[str, in
 
 def render_hours(params: dict, measured: str | Path | None = None) -> str:
     """The `hours` table: tokens per stage, the rate and where it is from, hours; the sources under it."""
-    rates = Rates(load(measured or H200))
+    rates = Rates(load(measured or H200), _get(params, "runtime.hf_decode", "eager"))
     lines = [f"{'stage':<20} {'tokens':>14} {'tok/s':>8} {'hours':>7}  {'rate from':<40} counted"]
     total = 0.0
     for stage, tokens, rate, where, what in stage_tokens(params, rates):

@@ -192,3 +192,15 @@ def test_hf_decode_rate_by_batch():
     assert rates.hf_rate(64)[0] == pytest.approx(64 * 1000 / 81.6)
     assert rates.hf_rate(32)[0] == pytest.approx(32 * 1000 / (76.6 + 5.0 * 31 / 63))
     assert rates.hf_rate(256)[0] == pytest.approx(256 * 1000 / 81.6)    # past the last measured batch: its ms
+
+
+def test_hf_decode_rate_follows_the_profiles_mode():
+    """A compiled mode's figures are used only when the profile selects that mode (else eager's, said so)."""
+    from decision_pipeline.preflight.hours import Rates
+    from decision_pipeline.preflight.measured import load
+    data = load()
+    data["throughput"]["hf_decode_ms_per_step"]["static_inductor"] = {"1": 10.0, "64": 20.0}
+    assert Rates(data, "static_inductor").hf_rate(64) == (64 * 1000 / 20.0,
+                                                          "measured hf decode (static_inductor), batch 64")
+    assert Rates(data, "eager").hf_rate(64)[0] == pytest.approx(64 * 1000 / 81.6)
+    assert Rates(data, "static_cudagraphs").decode_mode == "eager"     # not measured: eager's figures
