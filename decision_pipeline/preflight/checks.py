@@ -141,7 +141,7 @@ def check_endpoint(key: str, base_url: str, model: str = "", base_tok: Any = Non
         return [f"{key}: {exc}"]
     except (OSError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", exc)
-        return [f"{key}: {url}/models did not answer ({reason}); start the server (README 'Running on GPUs') "
+        return [f"{key}: {url}/models did not answer ({reason}); start the server (docs/gpu.md 'What to supply') "
                 f"or fix {key}"]
     if model and model not in served:
         return [f"{key}: {url} serves {served or 'no models'}, not {model!r}; fix the model name or the server"]
@@ -166,7 +166,7 @@ def check_s1mb(params: dict) -> list[str]:
         missing.append(f"categories/{category}.json")
     if missing:
         return [f"s1mb_data.local_dir: {root} lacks {', '.join(missing)}; build the S1MB export there "
-                "(docs/gpu.md 'S1MB export') or fix s1mb_data.local_dir"]
+                "(docs/gpu.md 'What to supply') or fix s1mb_data.local_dir"]
     return []
 
 
