@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> None:
     m = result.metrics
     summary(f"curate@{args.name}", started, pool=m["pool_docs"], contaminated=m["decontamination"]["removed_docs"],
             filtered=m["after_filters"], dedup_removed=m["dedup"]["removed"], selected=m["selected_docs"],
-            clf_acc=m["classifier"]["heldout_accuracy"])
+            clf_acc=m["classifier"]["heldout_accuracy"], clf_epoch=m["classifier"]["chosen_epoch"],
+            artifact_share=m["artifacts"]["share"])
 
 
 if __name__ == "__main__":

@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> None:
     write_json(args.metrics, metrics)
     summary("ingest", started, pool_docs=metrics["pool_docs"], dev_docs=metrics["dev_docs"],
             heldout_docs=metrics["heldout_docs"], near_dups=metrics["heldout"]["near_duplicates_dropped"],
-            pool_words=metrics["pool_words"])
+            pool_words=metrics["pool_words"], artifact_share_pool=metrics["artifacts"]["pool"]["share"],
+            artifact_share_heldout=metrics["artifacts"]["heldout"]["share"])
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ Features: lower-cased tokens (words, punctuation runs) -> unigrams + bigrams has
 (stable 64-bit, see ``_hashing``) into ``n_buckets`` -> sqrt term frequency -> L2
 normalised, stored CSR-style (indptr/indices/data; no scipy). Training: seeded
 mini-batch gradient descent, fixed epochs, L2 weight decay (applied lazily through a
-scale factor so a step costs O(batch features), not O(n_buckets)). All reductions use
+scale factor so a step costs O(batch features), not O(n_buckets)). The kept checkpoint is
+the research's: the epoch with the best accuracy on the classifier's own held-out split
+(ties: the earlier epoch; ``checkpoint: last`` keeps the last epoch). All reductions use
 ``np.bincount`` (no BLAS), so scores are bit-reproducible. The classifier only WRITES
 probabilities; selection quantises and ranks them (``selection.quantize_scores``).
 """
@@ -29,6 +31,7 @@ from decision_pipeline.curation._hashing import mix64, token_hashes
 BACKGROUND = "background"
 _BIGRAM = np.uint64(0x9FB21C651E98DF25)
 _CHUNK_DOCS = 2000
+CHECKPOINTS = ("best_heldout", "last")
 
 
 @dataclass
@@ -39,6 +42,9 @@ class ClassifierParams:
     lr: float = rule(gt=0.0, doc="SGD learning rate")
     l2: float = rule(min=0.0, doc="L2 weight decay per step")
     n_background: int = rule(min=1, doc="pool documents sampled as the background class")
+    checkpoint: str = rule(choices=CHECKPOINTS, doc="which epoch's weights are kept: best_heldout = the research's "
+                                                    "rule, the best accuracy on the classifier's own held-out split "
+                                                    "after each epoch (ties: the earlier epoch); last = the last epoch")
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,21 @@ def _split(labels: np.ndarray, n_classes: int, frac: float, rng: np.random.Gener
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(held))
 
 
+def choose_checkpoint(heldout_correct: Sequence[int], rule: str) -> int:
+    """The kept epoch (1-based) from each epoch's held-out correct count.
+
+    ``best_heldout`` takes the most correct (the first such epoch on a tie: the earlier, less
+    trained weights win when they are as good); ``last`` takes the final epoch.
+    """
+    if rule not in CHECKPOINTS:
+        raise PipelineError(f"curate.classifier.checkpoint: {rule!r} is not one of {', '.join(CHECKPOINTS)}")
+    if not heldout_correct:
+        raise PipelineError("classifier: no epoch was trained; set curate.classifier.epochs >= 1")
+    if rule == "last":
+        return len(heldout_correct)
+    return int(np.argmax(np.asarray(heldout_correct, dtype=np.int64))) + 1  # argmax: first maximum
+
+
 def train_classifier(dev_docs: Sequence[Mapping], pool_docs: Sequence[Mapping], registers: Sequence[str],
                      p: ClassifierParams, *, seed: int, batch_size: int = 64,
                      heldout_frac: float = 0.2) -> RegisterModel:
@@ -132,7 +153,11 @@ def train_classifier(dev_docs: Sequence[Mapping], pool_docs: Sequence[Mapping], 
 
     ``p.n_background`` pool documents (at most the pool) form the background class. The report gives
     held-out accuracy over all classes vs chance (1/n_classes) and ``register_accuracy``
-    (held-out register docs, argmax over register columns only: what selection uses).
+    (held-out register docs, argmax over register columns only: what selection uses), each epoch's
+    held-out accuracy (``epoch_heldout_accuracy``) and the kept epoch (``chosen_epoch``, by
+    ``p.checkpoint``). Evaluating an epoch draws no random numbers, so the kept weights equal those
+    of a run trained for exactly ``chosen_epoch`` epochs. With best_heldout the reported held-out
+    accuracy is the selection criterion's maximum, so it is optimistic by construction.
     """
     n_buckets, epochs, lr, l2 = p.n_buckets, p.epochs, p.lr, p.l2
     registers = list(registers)
@@ -162,9 +187,14 @@ def train_classifier(dev_docs: Sequence[Mapping], pool_docs: Sequence[Mapping], 
     classes = registers + [BACKGROUND]
     feats = featurize(texts, n_buckets)
     train, held = _split(labels, len(classes), heldout_frac, rng)
+    if p.checkpoint == "best_heldout" and len(held) == 0:
+        raise PipelineError("curate.classifier.checkpoint: best_heldout needs a held-out split, and no class has the "
+                            "2 documents it takes; add dev documents (ingest.dev_per_register) or set checkpoint: last")
     w = np.zeros((n_buckets, len(classes)))
     bias = np.zeros(len(classes))
     scale = 1.0  # true weights = scale * w (lazy L2 decay)
+    kept: tuple[int, np.ndarray, np.ndarray] | None = None  # (epoch, float32 weights, bias)
+    correct: list[int] = []
     for _ in range(epochs):
         order = rng.permutation(train)
         for s in range(0, len(order), batch_size):
@@ -180,11 +210,28 @@ def train_classifier(dev_docs: Sequence[Mapping], pool_docs: Sequence[Mapping], 
             scale *= 1.0 - lr * l2
             w[uniq] -= (lr / scale) * gw
             bias -= lr * g.sum(axis=0)
-    # float32 weights: what save_model stores, so a reloaded model scores bit-identically
-    model = RegisterModel(registers, classes, (w * scale).astype(np.float32), bias, n_buckets)
+        # float32 weights: what save_model stores, so the epoch is judged on what a reload scores
+        w32 = (w * scale).astype(np.float32)
+        correct.append(_heldout_correct(w32, bias, feats, labels, held))
+        if p.checkpoint == "last" or correct[-1] > max(correct[:-1], default=-1):  # strictly better: ties keep earlier
+            kept = (len(correct), w32, bias.copy())
+    chosen = choose_checkpoint(correct, p.checkpoint)
+    if kept is None or kept[0] != chosen:  # the snapshot kept while training must be the rule's epoch
+        raise RuntimeError(f"classifier: kept epoch {kept and kept[0]} differs from the rule's {chosen}")
+    model = RegisterModel(registers, classes, kept[1], kept[2], n_buckets)
     model.report = _report(model, feats, labels, held, len(registers))
-    model.report.update(n_train=int(len(train)), n_background=int(n_bg), epochs=epochs, seed=seed)
+    n_held = max(len(held), 1)
+    model.report.update(n_train=int(len(train)), n_background=int(n_bg), epochs=epochs, seed=seed,
+                        checkpoint=p.checkpoint, chosen_epoch=chosen,
+                        epoch_heldout_accuracy=[c / n_held if len(held) else None for c in correct])
     return model
+
+
+def _heldout_correct(w: np.ndarray, bias: np.ndarray, feats: Features, labels: np.ndarray, held: np.ndarray) -> int:
+    """Held-out documents whose argmax class is their label (the accuracy the checkpoint is chosen on)."""
+    if len(held) == 0:
+        return 0
+    return int((_softmax(_logits(w, bias, feats, held)).argmax(axis=1) == labels[held]).sum())  # as _report
 
 
 def _report(model: RegisterModel, feats: Features, labels: np.ndarray, held: np.ndarray, n_reg: int) -> dict:

@@ -24,6 +24,7 @@ from decision_pipeline.common.hashing import make_rng
 from decision_pipeline.common.io import iter_jsonl
 from decision_pipeline.common.params import rule
 from decision_pipeline.curation import _lexicon as lx
+from decision_pipeline.curation.artifacts import artifact_shares, source_register
 from decision_pipeline.questions.families import reasoning_text
 from decision_pipeline.curation._grammar import CLEAN_GENERATORS, REGISTERS, Draw, near_dup_text, noise_text
 from decision_pipeline.curation.heldout import drop_near_duplicates, split_external, split_tune
@@ -293,6 +294,10 @@ def ingest(p: IngestParams, seed: int,
     metrics = {"pool_docs": len(pool), "dev_docs": len(dev), "dev_registers": dict(sorted(counts.items())),
                "heldout_docs": len(heldout), "heldout": held_report, "tune_docs": len(tune),
                "pool_words": int(sum(len(d["text"].split()) for d in pool)),
-               "safety_scores": {str(k): v for k, v in sorted(Counter(int(d.get("safety_score") or 0) for d in pool).items())}}
+               "safety_scores": {str(k): v for k, v in sorted(Counter(int(d.get("safety_score") or 0) for d in pool).items())},
+               # the artifact-token diagnosis (curation.artifacts): pool by generator register, the others by label
+               "artifacts": {"pool": artifact_shares((source_register(d), d["text"]) for d in pool),
+                             **{name: artifact_shares((d["register"], d["text"]) for d in docs)
+                                for name, docs in (("dev", dev), ("heldout", heldout), ("tune", tune))}}}
     rows = lambda docs: [{"id": d["id"], "text": d["text"], "register": d["register"]} for d in docs]  # noqa: E731
     return [_pool_row(d) for d in pool], rows(dev), rows(heldout), rows(tune), metrics

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from decision_pipeline.common.hashing import make_rng, sha256_int
 from decision_pipeline.common.params import rule
+from decision_pipeline.curation.artifacts import artifact_shares, source_register
 from decision_pipeline.curation.classifier import ClassifierParams, RegisterModel, score_docs, train_classifier
 from decision_pipeline.curation.decontaminate import decontaminate, held_out_questions
 from decision_pipeline.curation.filters import apply_filters, build_filters
@@ -83,6 +84,17 @@ def code_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
+def classifier_metrics(report: dict) -> dict:
+    """The classifier block: held-out accuracy of the kept checkpoint vs chance, and how it was chosen
+    (every epoch's held-out accuracy and the kept epoch; see classifier.choose_checkpoint)."""
+    rnd = lambda v: None if v is None else round(float(v), 6)  # noqa: E731
+    return {"heldout_accuracy": rnd(report["heldout_accuracy"]), "chance": rnd(report["chance"]),
+            "register_accuracy": round(report.get("register_accuracy") or 0.0, 6),
+            "checkpoint": report["checkpoint"], "chosen_epoch": report["chosen_epoch"], "epochs": report["epochs"],
+            "epoch_heldout_accuracy": [rnd(a) for a in report["epoch_heldout_accuracy"]],
+            "n_heldout": report["n_heldout"]}
+
+
 def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
            count_tokens: Callable[[str], int], p: CurateParams, seed: int, provenance: dict) -> Curation:
     """Run selection `name` (curated or random) over `pool`; `provenance` is recorded beside it."""
@@ -140,9 +152,7 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
                "dedup": {"removed": deduped.n_removed, "exact": len(deduped.exact_ids),
                          "near": deduped.n_removed - len(deduped.exact_ids), "rate": round(deduped.dedup_rate, 6),
                          "kept_twin": "best_scored"},
-               "classifier": {"heldout_accuracy": round(clf.report["heldout_accuracy"], 6),
-                              "chance": round(clf.report["chance"], 6),
-                              "register_accuracy": round(clf.report.get("register_accuracy") or 0.0, 6)},
+               "classifier": classifier_metrics(clf.report),
                "chars_per_token": round(chars_per_token, 4), "selected_docs": selection.n_budget_docs,
                "selected_tokens": int(st["n_tokens"]),
                "selected_tokens_est": int(tokens[chosen_idx].sum()),
@@ -159,5 +169,18 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
                # the realised mix by the list that picked each document (random: by argmax)
                "register_mix": st.get("by_list") or st.get("argmax_mix", {}),
                "register_mix_by": "list" if "by_list" in st else "argmax",
-               "argmax_mix": st.get("argmax_mix", {})}
+               "argmax_mix": st.get("argmax_mix", {}),
+               "artifacts": selection_artifacts([candidates[k] for k in chosen_idx], scores[chosen_idx], p.registers)}
     return Curation(selection, rows, clf, provenance, metrics)
+
+
+def selection_artifacts(chosen: Sequence[dict], scores: np.ndarray, registers: Sequence[str]) -> dict:
+    """The artifact-token diagnosis of the budget's documents (curation.artifacts), per register by the
+    classifier's argmax (what every arm has), and by the generator's register where the pool records it
+    (the attribution ingest's pool figures use, so the two compare)."""
+    argmax = [registers[int(k)] for k in scores.argmax(axis=1)] if len(chosen) else []
+    out = {**artifact_shares(zip(argmax, (d["text"] for d in chosen))), "register_by": "classifier_argmax"}
+    source = [source_register(d) for d in chosen]
+    if "unlabelled" not in source:
+        out["by_source_register"] = artifact_shares(zip(source, (d["text"] for d in chosen)))["by_register"]
+    return out

@@ -17,7 +17,8 @@ FILTER_CONFIG = {
 
 # The values params.yaml sets for curate.minhash / curate.classifier; the library has no defaults.
 MINHASH = MinhashParams(num_perm=64, bands=16, rows=4, ngram=5)
-CLASSIFIER = ClassifierParams(n_buckets=1 << 18, epochs=8, lr=2.0, l2=1e-5, n_background=60)
+CLASSIFIER = ClassifierParams(n_buckets=1 << 18, epochs=8, lr=2.0, l2=1e-5, n_background=60,
+                              checkpoint="best_heldout")
 
 
 @pytest.fixture(scope="session")

@@ -84,3 +84,53 @@ def test_bad_labels_and_registers(dev, pool):
         train_classifier(dev, pool, [*REGISTERS, BACKGROUND], CLASSIFIER, seed=0)
     with pytest.raises(PipelineError, match="pool is empty"):
         train_classifier(dev, [], list(REGISTERS), CLASSIFIER, seed=0)
+
+
+def test_checkpoint_rule_hand_computed():
+    from decision_pipeline.curation.classifier import choose_checkpoint
+    # held-out correct counts per epoch 1..5: best is 45, first reached at epoch 2 (epoch 3 ties, later loses)
+    assert choose_checkpoint([40, 45, 45, 43, 44], "best_heldout") == 2
+    assert choose_checkpoint([40, 45, 45, 43, 44], "last") == 5
+    assert choose_checkpoint([7], "best_heldout") == 1
+    assert choose_checkpoint([1, 2, 3], "best_heldout") == 3  # still improving: the last epoch is the best
+    with pytest.raises(PipelineError, match="curate.classifier.checkpoint: 'best'"):
+        choose_checkpoint([1, 2], "best")
+
+
+# 256 buckets at lr 4: collisions make held-out accuracy move epoch to epoch; measured with seed 1,
+# [0.2, 0.8, 0.4, 0.667, 0.583, 0.683]: the best epoch (2) is not the last
+NOISY = dataclasses.replace(CLASSIFIER, n_buckets=256, lr=4.0, epochs=6)
+
+
+def test_best_heldout_keeps_the_best_epoch_and_equals_a_shorter_run(dev, pool):
+    m = train_classifier(dev, pool, list(REGISTERS), NOISY, seed=1)
+    acc = m.report["epoch_heldout_accuracy"]
+    assert len(acc) == 6 and m.report["checkpoint"] == "best_heldout"
+    best = max(acc)
+    assert m.report["chosen_epoch"] == acc.index(best) + 1 < 6  # first best, and here not the last epoch
+    assert m.report["heldout_accuracy"] == best  # the kept weights score what their epoch scored
+    # evaluating an epoch draws no random numbers: the kept weights are those of a run stopped there
+    short = train_classifier(dev, pool, list(REGISTERS),
+                             dataclasses.replace(NOISY, epochs=m.report["chosen_epoch"], checkpoint="last"), seed=1)
+    assert np.array_equal(short.weights, m.weights) and np.array_equal(short.bias, m.bias)
+    assert short.report["epoch_heldout_accuracy"] == acc[:m.report["chosen_epoch"]]
+    last = train_classifier(dev, pool, list(REGISTERS), dataclasses.replace(NOISY, checkpoint="last"), seed=1)
+    assert last.report["chosen_epoch"] == 6 and last.report["heldout_accuracy"] == acc[-1] < best
+    again = train_classifier(dev, pool, list(REGISTERS), NOISY, seed=1)
+    assert np.array_equal(again.weights, m.weights) and again.report == m.report
+
+
+def test_best_heldout_ties_keep_the_earlier_epoch(dev, pool):
+    m = train_classifier(dev, pool, list(REGISTERS), dataclasses.replace(CLASSIFIER, epochs=6), seed=0)
+    acc = m.report["epoch_heldout_accuracy"]
+    first = acc.index(max(acc)) + 1
+    assert acc.count(max(acc)) > 1  # measured: a plateau from epoch 2 on
+    assert m.report["chosen_epoch"] == first
+
+
+def test_best_heldout_without_a_heldout_split_is_one_line(dev, pool):
+    with pytest.raises(PipelineError, match="curate.classifier.checkpoint: best_heldout needs a held-out split"):
+        train_classifier(dev, pool, list(REGISTERS), CLASSIFIER, seed=0, heldout_frac=0.0)
+    m = train_classifier(dev, pool, list(REGISTERS), dataclasses.replace(TWO_EPOCHS, checkpoint="last"), seed=0,
+                         heldout_frac=0.0)
+    assert m.report["chosen_epoch"] == 2 and m.report["epoch_heldout_accuracy"] == [None, None]

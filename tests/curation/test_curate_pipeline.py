@@ -21,7 +21,8 @@ def params(**overrides) -> CurateParams:
     the filters the reasons are checked against, a small fast classifier (#22: the rest lives in the profile)."""
     values = dict(budget_tokens=20_000, mode="docs", overfill=1.0, reserve=0.1, depth_count="exact",
                   registers=list(REGISTERS), filters={k: dict(v) for k, v in FILTER_CONFIG.items()},
-                  classifier=ClassifierParams(n_buckets=4096, epochs=2, lr=2.0, l2=1e-5, n_background=40))
+                  classifier=ClassifierParams(n_buckets=4096, epochs=2, lr=2.0, l2=1e-5, n_background=40,
+                                              checkpoint="best_heldout"))
     return micro_params(CurateParams, "curate", **{**values, **overrides})
 
 
@@ -161,3 +162,24 @@ def test_heldout_near_duplicates_of_target_or_pool_are_dropped():
     tgt, held = split_external(docs, 0.5)
     assert len(tgt) + len(held) == 200 and 60 < len(held) < 140 and not {d["id"] for d in tgt} & {d["id"] for d in held}
     assert split_external(docs, 0.5) == (tgt, held)
+
+
+def test_metrics_record_the_kept_checkpoint_and_the_artifact_shares(planted, dev, items):
+    from decision_pipeline.curation.artifacts import count_artifacts
+    runs = {name: curate(name, planted, dev, items, words, params(), seed=3, provenance={})
+            for name in ("curated", "random")}
+    clf = runs["curated"].metrics["classifier"]
+    acc = clf["epoch_heldout_accuracy"]
+    assert clf["checkpoint"] == "best_heldout" and clf["epochs"] == len(acc) == 2
+    assert clf["chosen_epoch"] == acc.index(max(acc)) + 1 and clf["heldout_accuracy"] == max(acc)
+    texts = {d["id"]: d["text"] for d in planted}
+    for name, run in runs.items():
+        art = run.metrics["artifacts"]
+        trained = run.selection.ids[:run.selection.n_budget_docs]
+        assert art["docs"] == len(trained) and art["register_by"] == "classifier_argmax"
+        assert art["artifact_tokens"] == sum(count_artifacts(texts[i])[1].total() for i in trained)
+        assert sum(v["docs"] for v in art["by_register"].values()) == len(trained)
+        assert sum(v["docs"] for v in art["by_source_register"].values()) == len(trained)
+    # the hygiene filters drop the junk and boilerplate pages that carry the artifacts; a random draw keeps them
+    assert runs["curated"].metrics["artifacts"]["share"] < runs["random"].metrics["artifacts"]["share"]
+    assert runs["random"].metrics["artifacts"]["by_source_register"]["noise"]["artifact_tokens"] > 0
