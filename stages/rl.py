@@ -9,7 +9,8 @@ from the last checkpoint of the same params, data, SFT model and code (another
 run's checkpoints are refused, and the reason printed). Writes the rollout log
 beside the checkpoints, per-round rows (`plots/rl/rounds.json` + PNG) and
 `metrics/rl.json` (reward gain with a bootstrap CI over prompts, the reward trend adjusted
-for each prompt's probe pass rate, answer collapse per round). `rl.launch`
+for each prompt's probe pass rate, answer collapse per round and over the last quarter, the gold
+positions before and after `rl.gold_positions` arranged the options). `rl.launch`
 picks the process count and accelerate config: one process trains here; more
 re-run this command under `accelerate launch`, and rank 0 alone writes the outputs.
 """
@@ -27,7 +28,7 @@ from decision_pipeline.decision import rl_rewards, rl_trainer
 from decision_pipeline.decision.adapters import save_adapter_and_merged
 from decision_pipeline.lm.launch import LaunchParams, finish, threads_per_process, train_here
 from decision_pipeline.questions.schema import load_items
-from decision_pipeline.decision.rl_run import run_metrics, training_questions
+from decision_pipeline.decision.rl_run import arrange_gold_positions, run_metrics, training_questions
 from decision_pipeline.decision.rl_trainer import RLParams, check_lora_targets, fingerprint_parts, train_grpo
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import load_model
@@ -54,7 +55,8 @@ def main(argv: list[str] | None = None) -> None:
     p = load_section(RLParams, "rl", args.params)
     seed = load_base(args.params).seed + p.seed_offset
     selected = read_jsonl(args.selected)
-    questions = training_questions(selected, {q["id"]: q for q in load_items(args.items)}, p, args.selected)
+    chosen = training_questions(selected, {q["id"]: q for q in load_items(args.items)}, p, args.selected)
+    questions = arrange_gold_positions(chosen, p.gold_positions)
     if not train_here(p.launch, "rl", "stages.rl", argv, args.params):
         return  # the launched processes trained; rank 0 wrote the outputs and the summary line
     torch.set_num_threads(threads_per_process(p.threads))
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     if peft_model is None:
         return  # not rank 0: only rank 0 writes
     rollouts = read_jsonl(f"{args.work}/rollouts.jsonl")
-    metrics, rounds = run_metrics(rollouts, history, p, seed, selected, questions, read_jsonl(args.probe))
+    metrics, rounds = run_metrics(rollouts, history, p, seed, selected, questions, read_jsonl(args.probe), chosen)
     merged = peft_model.merge_and_unload()
     with atomic_dir(args.out) as tmp:
         save_adapter_and_merged(peft_model, merged, tok, tmp)

@@ -80,3 +80,17 @@ def answer_collapse(rollouts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
         out.append({"round": i, "parsed": n, "top_answer": top, "top_answer_share": _r(count / n) if n else None,
                     "top_gold_share": _r(gold.most_common(1)[0][1] / len(rows))})
     return out
+
+
+def collapse_last_quarter(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The mean over the last quarter of rounds (at least one) of each round's top-answer share and
+    top-gold share (`answer_collapse` rows): the policy where training ends, beside what always
+    answering the most common gold position would score there. Rounds without a parsed answer are
+    left out of the answer mean."""
+    last = list(rounds)[-max(1, len(rounds) // 4):] if rounds else []
+
+    def mean(key: str) -> float | None:
+        values = [r[key] for r in last if r[key] is not None]
+        return _r(float(np.mean(values))) if values else None
+    return {"top_answer_share": mean("top_answer_share"), "top_gold_share": mean("top_gold_share"),
+            "rounds": len(last)}

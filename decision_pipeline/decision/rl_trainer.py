@@ -44,6 +44,8 @@ from decision_pipeline.decision.rl_rewards import RewardParams, make_reward_func
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+# balanced: options re-permuted so gold positions are uniform within every option count (rl_run.balance_gold_positions)
+GOLD_POSITION_MODES = ("balanced", "as_selected")
 @dataclass
 class RLParams:
     """params.yaml `rl`: GRPO (TRL) on the SFT model with a fresh LoRA adapter."""
@@ -77,6 +79,10 @@ class RLParams:
     seed_offset: int = rule(min=0, doc="training seed = base.seed + offset")
     threads: int = rule(run_control=True, min=1, doc="torch CPU threads (split across the launch's processes)")
     launch: LaunchParams = rule(doc="training processes and the accelerate config that starts them")
+    gold_positions: str = rule(choices=GOLD_POSITION_MODES, doc="balanced: each training question's options "
+                               "re-permuted so its gold positions are uniform within every option count (always "
+                               "answering one letter then earns chance, not reward; one order per question, "
+                               "since a GRPO group shares its prompt); as_selected: the items' own option order")
     vllm_gpu_memory_utilization: float = rule(run_control=True, gt=0.0, max=1.0, default=0.3, doc="share of the GPU the "
                                               "colocated vLLM engine takes (the trainer needs the rest)")
     vllm_max_model_length: int = rule(min=0, default=0, doc="vLLM context (prompt + max_completion_length); "
@@ -327,5 +333,7 @@ def fingerprint_parts(p: RLParams, seed: int, questions: Sequence[dict], base_fp
     from decision_pipeline.common.fingerprint import run_fingerprint
 
     params = content_params(p)  # checkpointing recomputes the same activations; vLLM's knobs only place them
-    return {"params": run_fingerprint(params, seed), "data": run_fingerprint([q["id"] for q in questions]),
+    # the option order is data too: rl.gold_positions re-permutes it, and the prompts show it
+    data = [[q["id"], [o["id"] for o in q.get("options", [])]] for q in questions]
+    return {"params": run_fingerprint(params, seed), "data": run_fingerprint(data),
             "base": base_fp[:16], "code": code_fp, "trl": trl.__version__}

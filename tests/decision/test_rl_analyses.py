@@ -2,7 +2,8 @@
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.rl_analyses import answer_collapse, difficulty_adjusted_trend, probe_baseline
+from decision_pipeline.decision.rl_analyses import (answer_collapse, collapse_last_quarter, difficulty_adjusted_trend,
+                                                    probe_baseline)
 
 
 def _row(q, step, answer, gold=0, closed=True):
@@ -41,3 +42,14 @@ def test_answer_collapse_share_per_round():
     r0, r1 = answer_collapse(rows)
     assert r0["parsed"] == 3 and r0["top_answer_share"] == pytest.approx(1 / 3) and r0["top_gold_share"] == 0.5
     assert r1["top_answer"] == 1 and r1["top_answer_share"] == 1.0 and r1["top_gold_share"] == 0.5
+
+
+def test_collapse_over_the_last_quarter_of_rounds():
+    rounds = [{"top_answer_share": a, "top_gold_share": g} for a, g in
+              ((0.5, 0.5), (0.6, 0.4), (0.6, 0.5), (0.7, 0.5), (0.8, 0.5), (0.9, 0.4), (None, 0.6), (1.0, 0.5))]
+    # 8 rounds: the last 2; the answer mean skips a round with no parsed answer
+    assert collapse_last_quarter(rounds) == {"top_answer_share": 1.0, "top_gold_share": 0.55, "rounds": 2}
+    # 9 rounds: still the last 2 (a quarter rounded down); 3 rounds: the last one
+    assert collapse_last_quarter([{"top_answer_share": 0.2, "top_gold_share": 0.2}] + rounds)["rounds"] == 2
+    assert collapse_last_quarter(rounds[:3]) == {"top_answer_share": 0.6, "top_gold_share": 0.5, "rounds": 1}
+    assert collapse_last_quarter([]) == {"top_answer_share": None, "top_gold_share": None, "rounds": 0}

@@ -28,7 +28,9 @@ def test_training_questions_take_the_first_needed_in_order_or_say_what_to_change
 
 def test_run_metrics_carry_the_difficulty_adjusted_trend_and_the_collapse_check():
     p = _p(max_steps=4, steps_per_generation=2, prompts_per_round=2, num_generations=2)
-    questions = [{"id": q} for q in ("a", "b", "c", "d")]
+    two = [{"id": "o0"}, {"id": "o1"}]
+    questions = [{"id": q, "options": two, "gold": "o0"} for q in ("a", "b", "c", "d")]
+    as_selected = [{**q, "options": two[::-1]} for q in questions]  # gold at B before balancing
     selected = [{"id": q["id"], "origin": o} for q, o in zip(questions, ("fresh", "sft", "fresh", "fresh"))]
     # round 0 (step 0): a, b; round 1 (step 2): c, d; every chain answers 0
     rollouts = [{"question_id": q, "step": s, "answer": 0, "gold_index": g, "closed": True, "n_tokens": 5,
@@ -37,7 +39,7 @@ def test_run_metrics_carry_the_difficulty_adjusted_trend_and_the_collapse_check(
                                 ("c", 2, 0), ("c", 2, 0), ("d", 2, 0), ("d", 2, 0))]
     history = [{"step": s, "loss": 0.1} for s in range(1, 5)]
     probe = [{"id": q, "k": 4, "correct": c} for q, c in (("a", 2), ("b", 2), ("c", 2), ("d", 2))]
-    metrics, rounds = run_metrics(rollouts, history, p, 7, selected, questions, probe)
+    metrics, rounds = run_metrics(rollouts, history, p, 7, selected, questions, probe, as_selected)
     assert len(rounds) == 2
     assert metrics["prompts_by_origin"] == {"fresh": 3, "sft": 1}
     trend = metrics["difficulty_adjusted_reward"]
@@ -46,3 +48,8 @@ def test_run_metrics_carry_the_difficulty_adjusted_trend_and_the_collapse_check(
     collapse = metrics["answer_collapse"]
     assert [c["top_answer_share"] for c in collapse] == [1.0, 1.0]
     assert [c["top_gold_share"] for c in collapse] == [0.5, 1.0]
+    # the last quarter of 2 rounds is the last round
+    assert metrics["answer_collapse_last"] == {"top_answer_share": 1.0, "top_gold_share": 1.0, "rounds": 1}
+    assert metrics["gold_positions"]["mode"] == p.gold_positions
+    assert metrics["gold_positions"]["as_selected"] == {"by_option_count": {"2": [0, 4]}, "top_share": 1.0}
+    assert metrics["gold_positions"]["trained"]["by_option_count"] == {"2": [4, 0]}
