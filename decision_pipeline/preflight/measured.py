@@ -48,10 +48,38 @@ def load(path: str | Path = H200) -> dict:
                             "gpu_measure.sh wrote, or tests/fixtures/h200_memory.json") from None
     except json.JSONDecodeError as exc:
         raise PipelineError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); fix the file") from None
+    if isinstance(data, dict) and isinstance(data.get("rows"), list) and "memory" not in data:
+        data = from_smoke(data)           # a smoke.json of scripts/gpu_smoke.sh / gpu_measure.sh
     if not isinstance(data, dict) or not isinstance(data.get("memory"), list) or "provenance" not in data:
         raise PipelineError(f"{path}: expected an object with 'provenance' and a 'memory' list of rows; see "
                             "tests/fixtures/h200_memory.json")
     return data
+
+
+def from_smoke(smoke: dict) -> dict:
+    """A smoke.json (rows measured by preflight/smoke.py) as a measured table: each row's shape, code path and
+    peak; rows without a measured peak (CPU) are left out. Its provenance is what the file says (device, torch);
+    date and commit are for whoever commits the rows to the fixture to add."""
+    memory = []
+    for r in smoke["rows"]:
+        d, peak = r.get("detail", {}), r.get("peak_gib")
+        if peak is None:
+            continue
+        row = {"stage": r["stage"], "measured_gib": round(float(peak), 2), "lora_r": d.get("lora_r")}
+        if r["stage"] == "sft":
+            row.update(rows=d["rows"], length=d["length"], loss=d.get("loss", "joint"),
+                       accumulation=d.get("accumulation", 1))
+        elif r["stage"] == "grpo":
+            row.update(micro=d["micro"], prompt=d["prompt"], completion=d["completion"], loss="trl_fused_lm_head",
+                       triton=d.get("logprob_path") == "triton")
+        else:
+            row.update(rows=d["rows"], prefix_tokens=d["prefix_tokens"], batch_tokens=d["batch_tokens"])
+        memory.append({k: v for k, v in row.items() if v is not None})
+    return {"provenance": {"machine": smoke.get("device", "?"), "versions": {"torch": smoke.get("torch", "?")},
+                           "date": "?", "commit": "?"},
+            "model_config": "tests/fixtures/qwen3_4b/config.json", "lora_r": 64,
+            "lora_targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+            "gradient_checkpointing": True, "memory": memory}
 
 
 def label(row: dict) -> str:
@@ -98,7 +126,7 @@ def compare(data: dict, root: Path = ROOT) -> list[Compared]:
     for i, row in enumerate(data["memory"]):
         if not isinstance(row, dict):
             raise PipelineError(f"memory row {i + 1}: expected an object with stage, shape and measured_gib")
-        plan = plan_row(row, shape, r, targets, ckpt, f"memory row {i + 1}")
+        plan = plan_row(row, shape, int(row.get("lora_r", r)), targets, ckpt, f"memory row {i + 1}")
         out.append(Compared(label(row), float(row["measured_gib"]), plan.allocated_gib))
     return out
 

@@ -95,3 +95,24 @@ def test_config_missing_vocab_size_is_one_line(tmp_path):
     run = _compare_cli(bad)
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1
     assert "key vocab_size missing" in run.stderr
+
+
+def test_a_smoke_json_compares_directly(tmp_path):
+    """What scripts/gpu_measure.sh writes (smoke.json) is compared as it is: shapes and code path per row;
+    rows without a measured peak (a CPU run) are left out."""
+    detail = {"rows": 1, "length": 8192, "accumulation": 1, "loss": "joint", "gradient_checkpointing": True,
+              "lora_r": 64}
+    smoke = {"device": "NVIDIA H200", "torch": "2.11.0+cu130", "rows": [
+        {"stage": "sft", "peak_gib": 25.0, "detail": detail},
+        {"stage": "sft", "peak_gib": None, "detail": detail},
+        {"stage": "grpo", "peak_gib": 12.0, "detail": {"micro": 1, "prompt": 256, "completion": 8192,
+                                                       "logprob_path": "triton", "lora_r": 64}}]}
+    path = tmp_path / "smoke.json"
+    path.write_text(json.dumps(smoke))
+    data = load(path)
+    assert [(r["stage"], r.get("loss")) for r in data["memory"]] == [("sft", "joint"), ("grpo", "trl_fused_lm_head")]
+    assert data["memory"][1]["triton"] is True and data["provenance"]["machine"] == "NVIDIA H200"
+    rows = compare(data)
+    # sft 1 x 8,192 through the joint loss: 7.49 weights + 1.48 adapters/AdamW (12 B x 132M) + 1.41 activations
+    # (8,192 x 36 x 2,560 x 2 B) + 16.24 loss head (8,192 x 151,936 x 14 B)
+    assert rows[0].plan_gib == pytest.approx(7.49 + 1.48 + 1.41 + 16.24, abs=0.02)
