@@ -6,8 +6,13 @@ Two kinds of examples share one dataset and one forward pass per batch:
   assistant turn (and `prompt_loss_weight` on the question: tiny models learn
   content through the question text, see NOTES);
 - readout: `user → Answer:` whose loss is the cross-entropy between a soft
-  target `alpha·gold + (1−alpha)·votes` and the softmax over the option-label
-  logits at the answer position.
+  target and the softmax over the option-label logits at the answer position.
+  The target is `sft.target_mode`: `vote_mix` (the research's rule, the
+  default) = `alpha·gold + (1−alpha)·votes`, the share of the model's own
+  parsed chains per option mixed with the gold; `gold_only` = the gold alone
+  (the item's own target: one-hot, soft where the item is soft); `gold_onehot`
+  = one-hot at the gold option for every item. The last two are the SFT
+  gold-only ablation (scripts/sft_ablation.py).
 
 `JointSFTTrainer` is TRL's `SFTTrainer` with that loss; both parts are logged
 separately so the loss curves show which one moves.
@@ -28,6 +33,7 @@ from decision_pipeline.decision.prompts import chat_prefix, encode, label_ids, r
 from decision_pipeline.questions.schema import LABELS, gold_index, target_vector
 
 MAX_LABELS = len(LABELS)
+TARGET_MODES = ("vote_mix", "gold_only", "gold_onehot")
 
 
 def gold_target(q: dict) -> np.ndarray:
@@ -40,13 +46,21 @@ def is_soft(target: Sequence[float]) -> bool:
     return sum(1 for p in target if p > 1e-9) > 1
 
 
-def readout_target(q: dict, votes: Sequence[int | None], alpha: float) -> list[float]:
-    """alpha·gold + (1−alpha)·vote share of the model's own parsed chains; with no parsed vote,
-    the gold alone. `gold` is the item's target (`gold_target`), so soft items stay soft."""
+def readout_target(q: dict, votes: Sequence[int | None], alpha: float, mode: str = "vote_mix") -> list[float]:
+    """The readout target of `q` under `mode` (TARGET_MODES; the default is the research's rule).
+
+    vote_mix: alpha·gold + (1−alpha)·vote share of the model's own parsed chains; with no parsed
+    vote, the gold alone. `gold` is the item's target (`gold_target`), so soft items stay soft.
+    gold_only: the gold alone, votes ignored. gold_onehot: 1 at the gold option, 0 elsewhere.
+    """
     n = len(q["options"])
+    if mode == "gold_onehot":
+        return [float(i == gold_index(q)) for i in range(n)]
+    if mode not in TARGET_MODES:
+        raise ValueError(f"readout target mode {mode!r} is not one of {', '.join(TARGET_MODES)}")
     gold = gold_target(q)
     counts = Counter(v for v in votes if v is not None and 0 <= v < n)
-    if not counts:
+    if mode == "gold_only" or not counts:
         return gold.tolist()
     vote = np.array([counts.get(i, 0) for i in range(n)], dtype=float) / sum(counts.values())
     return (alpha * gold + (1 - alpha) * vote).tolist()
@@ -78,13 +92,16 @@ def readout_example(tok: PreTrainedTokenizerBase, q: dict, target: Sequence[floa
 
 def build_joint_examples(tok: PreTrainedTokenizerBase, questions: Sequence[dict], kept: Sequence[dict],
                          votes: dict[str, list[int | None]], alpha: float, prompt_loss_weight: float,
-                         max_length: int, readout_copies: int = 1) -> tuple[list[dict], int]:
-    """Readout examples for every question (`readout_copies` each) and one per kept chain.
+                         max_length: int, readout_copies: int = 1,
+                         target_mode: str = "vote_mix") -> tuple[list[dict], int]:
+    """Readout examples for every question (`readout_copies` each, targets by `target_mode`) and one per
+    kept chain.
 
     Returns the examples (chains first, then readouts, in question-id order) and
     how many chains were dropped for exceeding `max_length`. Each readout example
-    carries `target_soft` (its final target has mass on more than one option) and
-    `gold_soft` (the item's own target is soft) so the stage can count them.
+    carries `target_soft` (its final target has mass on more than one option),
+    `gold_soft` (the item's own target is soft) and `voted` (its target carries a
+    model vote: only under vote_mix) so the stage can count them.
     """
     by_id = {q["id"]: q for q in questions}
     examples, too_long = [], 0
@@ -95,10 +112,10 @@ def build_joint_examples(tok: PreTrainedTokenizerBase, questions: Sequence[dict]
         else:
             examples.append(ex)
     for q in sorted(questions, key=lambda q: q["id"]):
-        target = readout_target(q, votes.get(q["id"], []), alpha)
+        target = readout_target(q, votes.get(q["id"], []), alpha, target_mode)
         example = readout_example(tok, q, target, prompt_loss_weight)
         example.update(target_soft=is_soft(target), gold_soft=is_soft(gold_target(q)),
-                       voted=any(v is not None for v in votes.get(q["id"], [])))
+                       voted=target_mode == "vote_mix" and any(v is not None for v in votes.get(q["id"], [])))
         examples += [example] * readout_copies
     return examples, too_long
 

@@ -43,7 +43,7 @@ def load_training_data(p: SFTParams, tok: PreTrainedTokenizerBase, items: str, k
     by_id = {q["id"]: q for q in pool}
     votes = parse_votes(read_jsonl(chains_path), by_id)
     examples, too_long = build_joint_examples(tok, pool, kept, votes, p.alpha, p.prompt_loss_weight,
-                                              p.max_length, p.readout_copies)
+                                              p.max_length, p.readout_copies, target_mode=p.target_mode)
     if not examples:
         raise PipelineError(f"sft: no training examples from {kept_path}; check select_chains")
     dev = stable_subset(load_items(items, split="dev"), p.dev_items, "sft-dev")
@@ -125,7 +125,7 @@ def run_sft(p: SFTParams, lr: float, seed: int, model: PreTrainedModel, tok: Pre
     metrics = {"chosen_lr": lr, "dev": {k: dev_metrics[k] for k in ("accuracy", "nll", "ece", "n")},
                "train_examples": len(examples), "chains_too_long": too_long,
                "chain_examples": sum(ex["kind"] == "chain" for ex in examples),
-               "readout_targets": readout_target_counts(examples),
+               "readout_targets": {**readout_target_counts(examples), "mode": p.target_mode},
                "train_tokens": int(tokens_per_step * p.max_steps),
                "tokens_per_second": tokens_per_second,
                "final": parts[-1] if parts else None,

@@ -18,7 +18,7 @@ from decision_pipeline.decision.answering import readout, readout_summary
 from decision_pipeline.lm.launch import LaunchParams, consolidated, is_main, world_size
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.prompts import label_ids
-from decision_pipeline.decision.sft_data import MAX_LABELS, JointCollator, JointSFTTrainer
+from decision_pipeline.decision.sft_data import MAX_LABELS, TARGET_MODES, JointCollator, JointSFTTrainer
 
 
 @dataclass
@@ -32,7 +32,11 @@ class SFTParams:
     lora_r: int = rule(min=1, doc="LoRA rank")
     lora_alpha: int = rule(min=1, doc="LoRA scaling numerator (scale = lora_alpha / lora_r)")
     lora_targets: list[str] = rule(doc="module names that get LoRA adapters")
-    alpha: float = rule(min=0.0, max=1.0, doc="readout target = alpha * gold + (1 - alpha) * chain votes")
+    alpha: float = rule(min=0.0, max=1.0, doc="readout target = alpha * gold + (1 - alpha) * chain votes "
+                        "(target_mode vote_mix)")
+    target_mode: str = rule(choices=TARGET_MODES, doc="readout targets: vote_mix = the research's alpha mix of "
+                            "gold and the model's chain votes; gold_only = the item's gold target alone (soft "
+                            "where the item is); gold_onehot = one-hot at the gold (the SFT ablation's modes)")
     readout_weight: float = rule(min=0.0, doc="weight of the readout loss beside the chain (LM) loss")
     readout_copies: int = rule(min=1, doc="readout examples per question (the example mix)")
     prompt_loss_weight: float = rule(min=0.0, max=1.0, doc="LM loss weight on prompt tokens of chain examples")
