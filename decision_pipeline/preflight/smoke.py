@@ -38,7 +38,8 @@ from decision_pipeline.preflight.profile import profile_params
 
 ROOT = Path(__file__).resolve().parents[2]
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")   # rollout_func: TRL calls it experimental, it is TRL's hook
-ISSUE_SHAPES = {"sft_lengths": [8192, 16384, 32768], "grpo_micro": [1, 2, 4], "grpo_prompt": 256,
+ISSUE_SHAPES = {"readout_prompt": PROMPT_TOKENS, "readout_batch_tokens": 32768, "chain_tokens": 32768,
+                "sft_lengths": [8192, 16384, 32768], "grpo_micro": [1, 2, 4], "grpo_prompt": 256,
                 "grpo_completion": 8192}
 
 
@@ -263,7 +264,9 @@ def smoke(tiny: bool, steps: int, shapes: str = "profile", profile: str = "gpu",
         plan = {"readout": (32, 256, 64), "post": (32 + 96, 256, 2), "sft": [(2, 96)], "grpo": [2], "prompt": 32,
                 "completion": 64, "accumulation": 2}
     elif shapes == "issue":
-        plan = {"readout": (PROMPT_TOKENS, 32768, 64), "post": (PROMPT_TOKENS + 32768, 32768, 2),
+        i = ISSUE_SHAPES
+        plan = {"readout": (i["readout_prompt"], i["readout_batch_tokens"], 64),
+                "post": (i["readout_prompt"] + i["chain_tokens"], i["readout_batch_tokens"], 2),
                 "sft": [(1, n) for n in ISSUE_SHAPES["sft_lengths"]], "grpo": ISSUE_SHAPES["grpo_micro"],
                 "prompt": ISSUE_SHAPES["grpo_prompt"], "completion": ISSUE_SHAPES["grpo_completion"], "accumulation": 1}
     else:

@@ -77,3 +77,14 @@ def test_gpu_smoke_without_gpu_refuses():
     run = subprocess.run(["scripts/gpu_smoke.sh"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert run.returncode == 2 and "sees no GPU" in run.stderr and "--tiny" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_profile_shapes_are_the_plans():
+    """`make gpu-check`'s smoke measures what the plan sizes for the gpu profile: SFT's longest single example
+    (1 x sft.max_length, longer than micro-batch x long_chain_tokens) and GRPO's micro-batch."""
+    from decision_pipeline.preflight.profile import profile_params
+    from decision_pipeline.preflight.smoke import sft_shape
+    gpu = profile_params("gpu", ROOT)
+    assert sft_shape(gpu) == (1, gpu["sft"]["max_length"]) == (1, 32768)
+    gpu["sft"].update(long_chain_tokens=0, micro_batch_size=2, max_length=4096)
+    assert sft_shape(gpu) == (2, 4096)
