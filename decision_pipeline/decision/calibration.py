@@ -246,8 +246,9 @@ def apply_yes_offset(logits: Sequence[np.ndarray | None], questions: Sequence[di
 def read_yes_offset(path: str) -> dict[str, float]:
     """calibrate's ``yes_offset.json``: {"readout": b, "post_chain": b}, each finite, or one line naming the file."""
     import json
+    from pathlib import Path
     try:
-        data = json.loads(open(path, encoding="utf-8").read())
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise PipelineError(f"{path}: unreadable yes/no offset file ({type(e).__name__}); rerun calibrate") from None
     if not isinstance(data, dict) or set(data) != {"readout", "post_chain"} or not all(
