@@ -1,0 +1,169 @@
+"""The research's SFT ablation, gold-only vs vote-mix readout targets, as DVC experiments (issue 35, item 7).
+
+    python scripts/sft_ablation.py                    # print the commands (dry run)
+    python scripts/sft_ablation.py --queue            # queue them: dvc exp run --queue -S sft.target_mode=... evaluate@sft
+    dvc exp run --run-all --jobs 1                    # run the queue (each: lr_sweep, sft, calibrate@sft, evaluate@sft)
+    python scripts/sft_ablation.py --collect          # the experiments' git trees -> metrics/sft_ablation.json
+
+`sft.target_mode` (decision/sft_data.py) names the readout targets: `vote_mix` is the research's rule and
+the default (alpha x gold + (1 - alpha) x the model's own chain votes), so it is the committed run, read
+from the baseline commit; `gold_only` (the item's gold target alone) and `gold_onehot` (one-hot at the
+gold) are one queued experiment each. An experiment reruns what the mode reaches on the way to
+`evaluate@sft` (the sweep, SFT, its calibration and evaluation): over half of a default run.
+
+The modes are compared on dev (`metrics/sft.json:dev`, SFT's own held-out readout check); the eval
+numbers (`metrics/evaluate/sft.json`) are recorded beside them, unpaired, and the default stays the
+research's rule whatever they say. The collect writes nothing unless every mode has a finished run from
+the baseline that differs from the committed run in `sft.target_mode` alone: anything else is one line
+naming it, exit 2. Where no readout target carried a model vote (the default profile's base model
+writes no chain that parses), vote_mix and gold_only trained on the same targets, and the table says
+so. Only the grid and the commands live here; the runs are DVC's.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import write_json
+from decision_pipeline.decision.sft_data import TARGET_MODES
+from decision_pipeline.reporting.git_runs import exp_refs, metrics_at, params_at
+
+SCRIPT = "scripts/sft_ablation.py"
+TARGET = "evaluate@sft"
+PREFIX = "sft-target-"
+RULE = "vote_mix"                                    # the research's rule: the committed run
+ABLATED = tuple(m for m in TARGET_MODES if m != RULE)
+SFT = "metrics/sft.json"
+EVAL = "metrics/evaluate/sft.json"
+NEEDED = ((SFT, "dev.accuracy"), (SFT, "readout_targets.total"), (EVAL, "cis.readout_accuracy.point"))
+
+
+def exp_name(mode: str) -> str:
+    """The experiment's name (a git ref part): `sft-target-gold-only`."""
+    return PREFIX + mode.replace("_", "-")
+
+
+def check_modes(modes: Sequence[str]) -> list[str]:
+    """The ablated modes as given, or one line naming the bad value."""
+    for m in modes:
+        if m == RULE:
+            raise PipelineError(f"{SCRIPT}: --modes {RULE}: the research's rule is the committed run (the baseline), "
+                                f"not an experiment; give the ablated modes ({', '.join(ABLATED)})")
+        if m not in TARGET_MODES:
+            raise PipelineError(f"{SCRIPT}: --modes {m} is not an sft.target_mode; use {', '.join(ABLATED)}")
+    if not modes or len(set(modes)) != len(modes):
+        raise PipelineError(f"{SCRIPT}: --modes {' '.join(modes)}: give each ablated mode once")
+    return list(modes)
+
+
+def commands(modes: Sequence[str] = ABLATED) -> list[list[str]]:
+    """One `dvc exp run --queue` per ablated mode, named so the collect can find it."""
+    return [["dvc", "exp", "run", "--queue", "--name", exp_name(m), "-S", f"sft.target_mode={m}", TARGET]
+            for m in modes]
+
+
+def _get(tree: Any, key: str) -> Any:
+    for part in key.split("."):
+        tree = tree.get(part) if isinstance(tree, dict) else None
+    return tree
+
+
+def first_difference(a: Any, b: Any, prefix: str = "") -> str | None:
+    """The first dotted key (sorted) whose value differs between two params trees, or None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            found = first_difference(a.get(k), b.get(k), f"{prefix}{k}.")
+            if found:
+                return found
+        return None
+    return None if a == b else prefix.rstrip(".")
+
+
+def row(name: str, mode: str, params: dict, metrics: dict, fix: str) -> dict:
+    """One mode's results, or one line naming what its run lacks and `fix`, what to do about it."""
+    if _get(params, "sft.target_mode") != mode:
+        raise PipelineError(f"{SCRIPT}: {name} ran with sft.target_mode={_get(params, 'sft.target_mode')!r}, not "
+                            f"{mode}; {fix}")
+    for path, key in NEEDED:
+        if _get(metrics.get(path), key) is None:
+            raise PipelineError(f"{SCRIPT}: {name} has no {path}:{key} (it did not finish {TARGET}); {fix}")
+    sft, ev = metrics[SFT], metrics[EVAL]
+    ci = lambda key: {k: _get(ev, f"{key}.{k}") for k in ("point", "ci_low", "ci_high")}  # noqa: E731
+    return {"run": name, "mode": mode, "alpha": _get(params, "sft.alpha"), "chosen_lr": sft.get("chosen_lr"),
+            "readout_targets": sft["readout_targets"],
+            "dev": {k: _get(sft, f"dev.{k}") for k in ("accuracy", "nll", "ece", "n")},
+            "eval": {"n": ev.get("n_items"), "readout_accuracy": ci("cis.readout_accuracy"),
+                     "thinking_accuracy": ci("cis.thinking_accuracy"), "brier_skill": ci("decision_score.brier_skill"),
+                     "ece_calibrated": ev.get("ece_calibrated")}}
+
+
+def collect(baseline: str, modes: Sequence[str] = ABLATED) -> dict:
+    """The results table: the committed run (vote_mix) and one experiment per ablated mode run from
+    `baseline`; a missing, unfinished or confounded one is a PipelineError of one line."""
+    base_params = params_at(baseline)
+    rows = [row(f"the committed run {baseline[:12]}", RULE, base_params, metrics_at(baseline),
+                f"collect against a commit whose run used the research's rule (--baseline)")]
+    refs = exp_refs(baseline)
+    for mode in modes:
+        name = exp_name(mode)
+        if name not in refs:
+            raise PipelineError(f"{SCRIPT}: {name} has no results from {baseline[:12]} (queued, running, failed or "
+                                f"not queued: `dvc queue status`); queue it ({SCRIPT} --queue), run "
+                                "`dvc exp run --run-all`, then collect again")
+        params = params_at(refs[name])
+        other = first_difference({**params, "sft": {**params.get("sft", {}), "target_mode": None}},
+                                 {**base_params, "sft": {**base_params.get("sft", {}), "target_mode": None}})
+        if other:
+            raise PipelineError(f"{SCRIPT}: {name} differs from the committed run in {other}, not only in "
+                                f"sft.target_mode; remove it (dvc exp remove {name}) and queue it again")
+        rows.append(row(name, mode, params, metrics_at(refs[name]),
+                        f"remove it (dvc exp remove {name}), queue it again and collect again"))
+    votes = rows[0]["readout_targets"].get("with_model_votes", 0)
+    return {"source": f"the committed run {baseline[:12]} ({RULE}) and experiments {PREFIX}<mode> run from it "
+                      "(git trees)", "target": TARGET,
+            "read_on": f"dev ({SFT}:dev) to compare the modes; eval ({EVAL}, unpaired CIs) recorded beside it; "
+                       f"the default stays the research's {RULE}",
+            "votes_present": bool(votes),
+            "note": None if votes else (f"no readout target of the {RULE} run carried a model vote (the base model's "
+                                        "chains did not parse), so vote_mix and gold_only trained on the same "
+                                        "targets: this run cannot separate them"),
+            "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--queue", action="store_true", help="run the `dvc exp run --queue` commands")
+    ap.add_argument("--modes", nargs="+", default=list(ABLATED), help=f"ablated modes, of {', '.join(ABLATED)}")
+    ap.add_argument("--baseline", default="HEAD", help="the commit the experiments were queued from")
+    ap.add_argument("--collect", action="store_true", help="read the runs back into --out")
+    ap.add_argument("--out", default="metrics/sft_ablation.json")
+    args = ap.parse_args(argv)
+    try:
+        modes = check_modes(args.modes)
+        if args.collect:
+            baseline = subprocess.run(["git", "rev-parse", args.baseline], capture_output=True, text=True,
+                                      check=True).stdout.strip()
+            table = collect(baseline, modes)
+            write_json(args.out, table)
+            print(f"{args.out}: {len(table['rows'])} runs" + ("" if table["votes_present"] else f"; {table['note']}"))
+            return 0
+        for cmd in commands(modes):
+            print(shlex.join(cmd))
+            if args.queue:
+                subprocess.run(cmd, check=True)
+    except PipelineError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as exc:
+        print(f"{SCRIPT}: {shlex.join(exc.cmd)} exited {exc.returncode}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
