@@ -2,6 +2,9 @@
 
 Why one index: a preflight (`make check`) and the tests load every section of
 every profile through the typed loaders, and a section no stage knows is an error.
+`make check` also runs the checks a stage would only make when it starts: every regex-valued
+param compiled (REGEX_PARAMS), the hygiene filters built, prompt and charter files read, so
+a bad value is one line here instead of a failure twenty minutes into `dvc repro`.
 """
 from __future__ import annotations
 
@@ -64,6 +67,41 @@ def load_all(path: str | Path = "params.yaml") -> dict[str, object]:
 MAX_ERRORS_PER_SECTION = 20
 
 
+_OPEN, _CLOSE = "[{(", "]})"
+
+
+def split_sets(text: str) -> list[str]:
+    """`make check SET="a.b=1 c=[x, y]"` as overrides: split at blanks outside brackets and quotes,
+    so a list or a quoted value with spaces stays one override (`make` splits at every blank)."""
+    out, token, depth, quote, escaped = [], "", [], "", False
+    for ch in text:
+        if escaped:
+            token, escaped = token + ch, False
+            continue
+        if ch == "\\" and quote:
+            token, escaped = token + ch, True
+            continue
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in _OPEN:
+            depth.append(_CLOSE[_OPEN.index(ch)])
+        elif ch in _CLOSE and depth and depth[-1] == ch:
+            depth.pop()
+        elif ch.isspace() and not depth:
+            if token:
+                out.append(token)
+            token = ""
+            continue
+        token += ch
+    if quote or depth:
+        missing = quote or depth[-1]
+        raise PipelineError(f"SET {text!r}: no closing {missing!r} in {token!r}; close it (a value with blanks "
+                            "is one override inside [...] or quotes)")
+    return out + ([token] if token else [])
+
+
 def apply_sets(data: dict, sets: list[str], path: str | Path) -> dict:
     """`a.b.c=value` overrides applied exactly as `dvc exp run -S` applies them: DVC's own
     `apply_overrides` (Hydra's grammar, DVC's YAML writer) on a scratch copy, read back as YAML 1.2,
@@ -102,7 +140,7 @@ def _dvc_apply_overrides(scratch: Path, sets: list[str], path: str | Path) -> No
         cause = exc.__cause__
         detail = " ".join(str(cause or exc).split())[:300]
         raise PipelineError(f"{path}: --set {' '.join(sets)}: {detail}; write KEY=VALUE as dvc exp run -S "
-                            "takes it (quote lists: SET='items.families=[keyword,count]')") from None
+                            "takes it (lists in brackets: SET='items.families=[keyword, count]')") from None
     except Exception as exc:  # Hydra/OmegaConf raise their own types for some inputs
         detail = " ".join(str(exc).split())[:300] or type(exc).__name__
         raise PipelineError(f"{path}: --set {' '.join(sets)}: {detail}") from None
@@ -139,6 +177,8 @@ def collect_errors(data: dict, path: str | Path, reference: dict | None = None) 
                 from_dict(cls, raw, f"{path}: {name}")
                 break
             except PipelineError as exc:
+                if str(exc) in errors:
+                    break  # the reference value has the same fault (a nested key it lacks too): said once
                 errors.append(str(exc))
                 key = _key_of(str(exc), f"{path}: {name}.") if isinstance(raw, dict) else None
                 if key is None or key not in raw and key not in good:
@@ -162,29 +202,102 @@ def check_main(argv: list[str] | None = None) -> int:
 
     from decision_pipeline.common.params import read_params_file
 
-    ap = argparse.ArgumentParser(prog="python -m decision_pipeline.config check",
-                                 description="Check every params section (and overrides) before any stage runs.")
-    ap.add_argument("command", choices=("check",))
+    ap = argparse.ArgumentParser(prog="python -m decision_pipeline.config",
+                                 description="check: every params section (and overrides) before any stage runs; "
+                                             "profile NAME: merge a checked profile into params.yaml; run-profile "
+                                             "NAME: print the active profile, refuse another (make run)")
+    ap.add_argument("command", choices=("check", "profile", "run-profile"))
+    ap.add_argument("name", nargs="?", default="default", help="profile, run-profile: the profile (PROFILE)")
+    ap.add_argument("--root", default=".", help="profile, run-profile: the repository root")
+    ap.add_argument("--force", action="store_true", help="profile: overwrite params.yaml even if it holds edits; "
+                    "run-profile: run params.yaml as it is whatever profile it is (FORCE_PROFILE=1)")
+    ap.add_argument("--dry-run", action="store_true", help="run-profile: print the plan, write nothing")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--set", "-S", action="append", default=[], metavar="KEY=VALUE",
                     help="an override as `dvc exp run -S` takes it (repeatable)")
+    ap.add_argument("--sets", default="", metavar="'K=V K2=[a, b]'",
+                    help="several overrides in one argument (make's SET), split at blanks outside [...] and quotes")
     args = ap.parse_args(argv)
+    if args.command != "check":
+        return profile_main(args.command, args.name, args.root, args.force, args.dry_run)
     started = time.perf_counter()
     try:
-        data = apply_sets(read_params_file(args.params), args.set, args.params)
+        sets = [*args.set, *split_sets(args.sets)]
+        data = apply_sets(read_params_file(args.params), sets, args.params)
         reference = _committed_reference()
         errors = collect_errors(data, args.params, reference)
+        errors += stage_check_errors(data, args.params, errors)
         if not errors:
             errors = prompt_errors(data, args.params)
     except PipelineError as exc:
         errors = [str(exc)]
+    from decision_pipeline.common.profiles import printable
+
     for line in errors:
-        print(f"ERROR: {line}", file=sys.stderr)
+        print(printable(f"ERROR: {line}"), file=sys.stderr)
     if errors:
         print(f"[check] {len(errors)} error(s) in {args.params}; nothing was run", file=sys.stderr)
         return 2
     print(f"[check] {args.params}: {len(SECTIONS)} sections OK in {time.perf_counter() - started:.2f}s")
     return 0
+
+
+# every param that holds regexes, with the flags its stage compiles them with (a test finds every
+# field whose doc says "regex" and keeps this list complete)
+REGEX_PARAMS: dict[str, int] = {
+    "select_chains.lookup_patterns": re.IGNORECASE,   # decision/chains.py find_lookup
+    "rl.decisiveness_patterns": re.IGNORECASE,        # decision/rl_trainer.py RewardLog
+    "curate.filters.boilerplate.patterns": re.IGNORECASE,  # curation/filters.py boilerplate
+}
+
+
+def _at(data: dict, dotted: str) -> object:
+    node: object = data
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def regex_errors(data: dict, path: str | Path) -> list[str]:
+    """Each regex-valued param compiled as its stage compiles it; one line per bad pattern."""
+    errors = []
+    for key, flags in REGEX_PARAMS.items():
+        patterns = _at(data, key)
+        if not isinstance(patterns, list):
+            continue  # absent (a built-in default) or the wrong type (the typed loader says so)
+        for i, pattern in enumerate(patterns):
+            if not isinstance(pattern, str):
+                continue
+            try:
+                re.compile(pattern, flags)
+            except re.error as exc:
+                errors.append(f"{path}: {key}[{i}]: {pattern!r} is not a valid regex ({exc}); fix the pattern")
+            except (OverflowError, RecursionError, ValueError) as exc:  # absurd repeat counts, deep nesting
+                errors.append(f"{path}: {key}[{i}]: {pattern!r} cannot be compiled ({type(exc).__name__}); "
+                              "simplify the pattern")
+    return errors
+
+
+def stage_check_errors(data: dict, path: str | Path, known: list[str] = ()) -> list[str]:
+    """What a stage checks only when it starts, checked now: regexes, the hygiene filters, quirks.
+    A key an earlier error already names is not reported twice."""
+    from decision_pipeline.curation.filters import build_filters
+
+    errors = regex_errors(data, path)
+    filters = _at(data, "curate.filters")
+    if isinstance(filters, dict) and not any(f"{path}: curate.filters" in e for e in errors):
+        try:
+            build_filters(filters)
+        except PipelineError as exc:
+            errors.append(f"{path}: curate.{exc}")
+    quirks = _at(data, "select_chains.quirks")
+    if isinstance(quirks, list) and "" in quirks:
+        errors.append(f"{path}: select_chains.quirks[{quirks.index('')}]: an empty string strips nothing; remove it")
+    prefix = f"{path}: "
+    named = [": " + e[len(prefix):].split(":", 1)[0].split("[", 1)[0] for e in errors]  # ': rl.decisiveness_patterns'
+    return [e for e, key in zip(errors, named) if not any(key in k for k in known)]
 
 
 def prompt_errors(data: dict, path: str | Path) -> list[str]:
@@ -194,9 +307,12 @@ def prompt_errors(data: dict, path: str | Path) -> list[str]:
     from decision_pipeline.charter.prompts import load_prompt
     from decision_pipeline.common.params import load_section
 
+    from decision_pipeline.common.textfile import read_text
+
     reflect = load_section(SECTIONS["reflect"], "reflect", path, data)
     judge = load_section(SECTIONS["judge"], "judge", path, data)
     try:
+        read_text(reflect.charter, missing="charter file not found; fix reflect.charter in params")  # encoding
         charter = load_charter(reflect.charter)
     except PipelineError as exc:
         return [str(exc)]
@@ -210,6 +326,67 @@ def prompt_errors(data: dict, path: str | Path) -> list[str]:
         except PipelineError as exc:
             errors.append(str(exc))
     return errors
+
+
+# --------------------------------------------------------------------------- profiles
+
+def profile_errors(merged: dict, overlay: dict, name: str, root: Path) -> list[str]:
+    """A profile checked like params before it is merged into params.yaml: the merged result through
+    every section's dataclass and the stage checks, all errors at once. An error on a key the overlay
+    sets names profiles/<name>.yaml; any other names params.yaml (the committed base)."""
+    from decision_pipeline.common.profiles import committed_params, overlay_keys, overlay_path
+
+    label = "<params>"
+    try:
+        reference = committed_params(root)
+    except PipelineError:
+        reference = None
+    errors = collect_errors(merged, label, reference)
+    errors += stage_check_errors(merged, label, errors)
+    if not errors and name != "default":
+        declared = (merged.get("base") or {}).get("profile")
+        if declared != name:
+            errors.append(f"{label}: base.profile: is {declared!r}; a profile names itself (base.profile: {name}) "
+                          "so `make run` can tell which profile params.yaml is")
+    if not errors:
+        errors = prompt_errors(merged, label)
+    where = overlay_path(root, name) if name != "default" else Path(root) / "params.yaml"
+    keys = overlay_keys(overlay)
+    out = []
+    for line in errors:
+        if not line.startswith(f"{label}: "):
+            out.append(line)  # a prompt or charter file: named already
+            continue
+        rest = line[len(label) + 2:]
+        key = re.match(r"(?:section '([^']+)'|([^\s:\[]+))", rest)
+        dotted = (key.group(1) or key.group(2)) if key else ""
+        mine = any(dotted == k or dotted.startswith(k + ".") or k.startswith(dotted + ".") for k in keys)
+        out.append(f"{where if mine else Path(root) / 'params.yaml'}: {rest}")
+    return out
+
+
+def profile_main(command: str, name: str, root: str, force: bool, dry_run: bool) -> int:
+    """`make profile` (checked apply) and `make run`'s profile step (print the active one; refuse another)."""
+    import sys
+
+    from decision_pipeline.common.profiles import apply, print_errors, run_plan
+
+    try:
+        if command == "profile":
+            path = apply(name, root, force, check=profile_errors)
+            print(f"[profile] {path} is now the '{name}' profile (git diff params.yaml shows what it changed)")
+            return 0
+        line, switch = run_plan(name, root, force)
+        if dry_run or not switch:
+            if dry_run:
+                print(line)
+            return 0
+        apply(name, root, check=profile_errors)
+        print(f"[profile] params.yaml is now the '{name}' profile (git diff params.yaml shows what it changed)")
+    except PipelineError as exc:
+        print_errors(exc)
+        return 2
+    return 0
 
 
 def _committed_reference() -> dict | None:

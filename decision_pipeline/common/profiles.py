@@ -9,8 +9,15 @@ writes, so `dvc exp run -S a.b=1` still changes one line. `apply` refuses to ove
 `params.yaml` that holds edits of your own (one that is neither the committed file nor a
 profile merged over it).
 
-    python -m decision_pipeline.common.profiles apply gpu      # make profile PROFILE=gpu
-    python -m decision_pipeline.common.profiles apply default  # back to the committed params
+Checked like params: `apply` takes a `check` (decision_pipeline.config.profile_errors, which
+loads the merged result through every section's dataclass) and writes nothing while it finds
+errors, all listed at once, each naming profiles/<name>.yaml and the key. A broken profile file
+you are not switching to or from does not block a switch. Which profile a params.yaml is comes
+from its own `base.profile` (every overlay sets it), so `make run` can print it and refuse a
+params.yaml of another profile than asked for (`run_plan`).
+
+    make profile PROFILE=gpu                                   # checked apply (python -m decision_pipeline.config profile gpu)
+    make profile PROFILE=default                               # back to the committed params
     python -m decision_pipeline.common.profiles show micro     # the merged params, to stdout
 """
 from __future__ import annotations
@@ -21,17 +28,28 @@ import io
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import yaml
-
-from decision_pipeline.common.yamlio import load_yaml
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.common.params import read_params_file
+from decision_pipeline.common.textfile import read_text
+from decision_pipeline.common.yamlio import load_yaml
 
 PARAMS = "params.yaml"
 PROFILE_DIR = "profiles"
+# (merged params, overlay, profile name, root) -> every error, each one line naming file and key
+Check = Callable[[dict, dict, str, Path], list[str]]
+
+
+class ProfileErrors(PipelineError):
+    """Several one-line errors found at once (the CLI prints one per line)."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = list(lines)
+        super().__init__("\n".join(self.lines))
 
 
 def merge(base: dict, overlay: dict, where: str = "") -> dict:
@@ -67,17 +85,58 @@ def profile_names(root: Path) -> list[str]:
     return ["default", *sorted(p.stem for p in (root / PROFILE_DIR).glob("*.yaml"))]
 
 
+def overlay_path(root: Path, name: str) -> Path:
+    return Path(root) / PROFILE_DIR / f"{name}.yaml"
+
+
 def read_overlay(root: Path, name: str, base: dict) -> dict:
     """The overlay of profile `name`; a section the base does not have is refused (a typo would add one)."""
-    path = root / PROFILE_DIR / f"{name}.yaml"
+    path = overlay_path(root, name)
     if not path.is_file():
         raise PipelineError(f"{path}: profile '{name}' not found; use one of {', '.join(profile_names(root))}")
-    overlay = read_params_file(path)
-    unknown = sorted(set(overlay) - set(base))
+    overlay = load_yaml(read_text(path), str(path))
+    if not isinstance(overlay, dict) or not overlay:
+        raise PipelineError(f"{path}: expected a mapping of sections (only what differs from {PARAMS}), "
+                            f"got {type(overlay).__name__ if overlay is not None else 'an empty file'}")
+    unknown = sorted(set(overlay) - set(base), key=str)
     if unknown:
         raise PipelineError(f"{path}: section '{unknown[0]}' is not in {PARAMS}; a profile only changes "
                             "sections params.yaml has (fix the name)")
     return overlay
+
+
+def overlay_keys(overlay: dict, prefix: str = "") -> set[str]:
+    """Every dotted key an overlay sets or drops (`pretrain.model.hidden_size`, `reflect.candidates.x`)."""
+    out: set[str] = set()
+    for key, value in overlay.items():
+        dotted = f"{prefix}{key}"
+        out.add(dotted)
+        if isinstance(value, dict):
+            out |= overlay_keys(value, dotted + ".")
+    return out
+
+
+def declared_profile(params: dict) -> str | None:
+    """The profile a params mapping says it is (`base.profile`), or None."""
+    base = params.get("base") if isinstance(params, dict) else None
+    name = base.get("profile") if isinstance(base, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def which_profile(current: dict, root: Path, base: dict) -> str | None:
+    """The profile `current` is exactly (a profile merged over the committed params), or None.
+
+    The one it declares is tried first; a profile file that does not read is skipped, so a broken
+    profile you are not switching to or from blocks nothing."""
+    names = profile_names(root)
+    declared = declared_profile(current)
+    for name in ([declared] if declared in names else []) + [n for n in names if n != declared]:
+        try:
+            if merged_profile(name, root, base) == current:
+                return name
+        except PipelineError:
+            continue
+    return None
 
 
 def committed_text(root: Path) -> str:
@@ -154,37 +213,87 @@ def render(name: str, root: Path) -> str:
     return stream.getvalue()
 
 
-def apply(name: str, root: str | Path = ".", force: bool = False) -> Path:
-    """Write profile `name` merged over the committed params into params.yaml; refuse to clobber edits."""
+def apply(name: str, root: str | Path = ".", force: bool = False, check: Check | None = None) -> Path:
+    """Write profile `name` merged over the committed params into params.yaml; refuse to clobber edits,
+    and (with `check`) refuse a profile whose merged params do not load, listing every error."""
     root = Path(root)
     base = committed_params(root)
     target = root / PARAMS
+    if name not in ("", "default") and not overlay_path(root, name).is_file():
+        raise PipelineError(f"{overlay_path(root, name)}: profile '{name}' not found; use one of "
+                            f"{', '.join(profile_names(root))}")
     if target.is_file() and not force:
-        current = read_params_file(target)
-        known = [merged_profile(n, root, base) for n in profile_names(root)]
-        if current not in known:
+        if which_profile(read_params_file(target), root, base) is None:
             raise PipelineError(f"{target}: holds edits that are not a profile; commit or stash them, "
                                 "or pass --force to overwrite")
+    overlay = {} if name in ("", "default") else read_overlay(root, name, base)
+    if check is not None:
+        errors = check(merge(base, overlay), overlay, name or "default", root)
+        if errors:
+            raise ProfileErrors(errors)
     text = render(name, root)
     write_text_atomic(target, text)
     return target
 
 
+def run_plan(name: str, root: str | Path = ".", force: bool = False) -> tuple[str, bool]:
+    """What `make run PROFILE=name` does with params.yaml: (the line to print, whether to switch to `name`).
+
+    Refused (a PipelineError): a params.yaml that is another profile than `name` (by its base.profile),
+    unless `force` (FORCE_PROFILE=1: run it as it is); a switch is made only to a profile other than
+    default from a params.yaml that is exactly some profile (edits of yours are never overwritten)."""
+    root = Path(root)
+    current = read_params_file(root / PARAMS)
+    declared = declared_profile(current) or "unknown"
+    names = profile_names(root)
+    if name not in names:
+        raise PipelineError(f"PROFILE={name}: no profiles/{name}.yaml; use one of {', '.join(names)}")
+    base = committed_params(root)
+    if declared == name:
+        try:
+            exact = merged_profile(name, root, base) == current
+        except PipelineError:
+            exact = False
+        return f"[profile] {name}" + ("" if exact else f" (with edits of yours: git diff {PARAMS})"), False
+    if force:
+        return (f"[profile] {declared}: {PARAMS} as it is (base.profile: {declared}), not PROFILE={name} "
+                "(FORCE_PROFILE=1)"), False
+    if name != "default" and which_profile(current, root, base) is not None:
+        return f"[profile] {name} (switching {PARAMS} from '{declared}' to '{name}')", True
+    edits = "" if which_profile(current, root, base) else " with edits of yours"
+    raise PipelineError(f"{root / PARAMS}: is the '{declared}' profile{edits} (base.profile), not PROFILE={name}; "
+                        f"run it with `make run PROFILE={declared}`, switch with `make profile PROFILE={name}` "
+                        "(edits of yours are never overwritten), or run it as it is with FORCE_PROFILE=1")
+
+
+def print_errors(exc: PipelineError) -> None:
+    for line in getattr(exc, "lines", None) or [str(exc)]:
+        print(printable(f"ERROR: {line}"), file=sys.stderr)
+
+
+def printable(line: str) -> str:
+    """A message as one printable line: a stray surrogate (an argument that was not UTF-8) as \\udcff,
+    never an encoding error while reporting an error."""
+    return line.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
+    """`show` only: applying goes through `python -m decision_pipeline.config profile` (`make profile`),
+    which checks the merged params against the dataclasses first (this module sits below them)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=("apply", "show"))
     ap.add_argument("name", help="default or a file name under profiles/ without .yaml")
     ap.add_argument("--root", default=".")
-    ap.add_argument("--force", action="store_true", help="overwrite params.yaml even if it holds edits")
+    ap.add_argument("--force", action="store_true", help="(apply) overwrite params.yaml even if it holds edits")
     args = ap.parse_args(argv)
+    if args.command == "apply":
+        print(f"ERROR: apply a profile with `make profile PROFILE={args.name}` (python -m decision_pipeline.config "
+              f"profile {args.name}), which checks it against the params dataclasses first", file=sys.stderr)
+        return 2
     try:
-        if args.command == "show":
-            sys.stdout.write(dump(merged_profile(args.name, args.root)))
-        else:
-            path = apply(args.name, args.root, args.force)
-            print(f"[profile] {path} is now the '{args.name}' profile (git diff {PARAMS} shows what it changed)")
+        sys.stdout.write(dump(merged_profile(args.name, args.root)))
     except PipelineError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
+        print_errors(exc)
         return 2
     return 0
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from decision_pipeline.config import SECTIONS, apply_sets, collect_errors
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.config import SECTIONS, apply_sets, collect_errors, split_sets
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -91,3 +92,121 @@ def test_prompt_files_are_checked_for_their_placeholders(tmp_path):
     bad.write_text((ROOT / "configs/prompts/small_base.md").read_text().replace("{document}", "{Document}"))
     proc = _check(tmp_path, PARAMS, f"reflect.candidates.small_base.prompt={bad}")
     assert proc.returncode == 2 and f"{bad}: placeholder {{Document}} is mis-cased" in proc.stderr
+
+
+# ------------------------------------------------- never a traceback (#33.6)
+
+@pytest.mark.parametrize("text, expected", [
+    ("", []),
+    ("curate.overfill=2.2", ["curate.overfill=2.2"]),
+    ("items.families=[keyword, count] curate.overfill=2.2", ["items.families=[keyword, count]", "curate.overfill=2.2"]),
+    ("  a.b='x y'   c.d=\"p q\" ", ["a.b='x y'", 'c.d="p q"']),
+    ("a={k: [1, 2], j: 3} b=1", ["a={k: [1, 2], j: 3}", "b=1"]),
+    ("a='it\\'s ] here' b=2", ["a='it\\'s ] here'", "b=2"]),
+])
+def test_set_is_split_at_blanks_outside_brackets_and_quotes(text, expected):
+    assert split_sets(text) == expected
+
+
+@pytest.mark.parametrize("text", ["a=[x, y", "a='x y", "a={k: [1, 2}"])
+def test_an_unclosed_bracket_or_quote_in_set_is_one_line(text):
+    with pytest.raises(PipelineError, match="no closing"):
+        split_sets(text)
+
+
+def test_make_check_keeps_a_list_with_a_blank_as_one_override(tmp_path):
+    """The Makefile passes SET as one argument (it used to split `[keyword, count]` at the blank)."""
+    stamp = tmp_path / "installed"
+    stamp.touch()
+    made = subprocess.run(["make", "-n", "check", f"STAMP={stamp}", "SET=items.families=[keyword, nope] x.y='it''s'"],
+                          cwd=ROOT, capture_output=True, text=True)
+    command = made.stdout.strip().splitlines()[-1]
+    assert command.startswith(".venv/bin/python -m decision_pipeline.config check --sets "), command
+    import shlex
+    argv = shlex.split(command)
+    assert argv[-2:] == ["--sets", "items.families=[keyword, nope] x.y='it''s'"]
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(PARAMS, sort_keys=False))
+    proc = subprocess.run([sys.executable, *argv[1:-2], "--params", str(path), "--sets", "items.families=[keyword, nope]"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "items.families: 'nope' is not one of" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def _check_in_process(tmp_path: Path, capsys, data: dict, *args: str) -> tuple[int, list[str]]:
+    from decision_pipeline.config import check_main
+
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    capsys.readouterr()
+    code = check_main(["check", "--params", str(path), *args])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, [line for line in err.splitlines() if line.startswith("ERROR:")]
+
+
+@pytest.mark.parametrize("sets", [
+    "items.families=[keyword, count]", "sft.lr=[", "a", "=", "~sft.lr", "sft.lr=}", "sft=5", "base=null",
+    "sft.lr=range(1,3)", "sft.lr=glob(*)", "items=[1,2]", "1=1", "a[0]=1", "sft.lr=\x00", "sft.lr=\udcff",
+    "select_chains.lookup_patterns=['a{99999999999}']", "curate.filters.min_words=5", "curate.filters=null",
+    "reflect.candidates.small_base.prompt=/", "reflect.charter=/dev/null", "judge.prompt='a b'",
+])
+def test_any_set_value_is_exit_0_or_one_line_per_error_never_a_traceback(tmp_path, capsys, sets):
+    code, errors = _check_in_process(tmp_path, capsys, PARAMS, "--sets", sets)
+    assert code in (0, 2) and (code == 0) == (not errors)
+    assert all("\n" not in e for e in errors)
+
+
+def test_every_regex_param_is_compiled_at_check_time_all_errors_at_once(tmp_path, capsys):
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    data["select_chains"]["lookup_patterns"] = ["fine", "(unclosed", "[z-a]"]
+    data["rl"]["decisiveness_patterns"] = ["wait", "*star"]
+    data["curate"]["filters"]["boilerplate"] = {"max_hits": 0, "patterns": ["ok", "(x"]}
+    data["select_chains"]["quirks"] = ["", "<|x|>"]
+    code, errors = _check_in_process(tmp_path, capsys, data)
+    text = "\n".join(errors)
+    assert code == 2
+    assert "select_chains.lookup_patterns[1]: '(unclosed' is not a valid regex (missing ), unterminated" in text
+    assert "select_chains.lookup_patterns[2]: '[z-a]' is not a valid regex (bad character range" in text
+    assert "rl.decisiveness_patterns: '*star' is not a regex" in text  # the section's own check, said once
+    assert "curate.filters.boilerplate.patterns[1]: '(x' is not a valid regex" in text
+    assert "select_chains.quirks[0]: an empty string strips nothing" in text
+    assert len(errors) == 5, text
+
+
+def test_the_regex_param_list_is_complete():
+    """Every params field documented as holding regexes is compiled by `make check` (REGEX_PARAMS)."""
+    import dataclasses
+
+    from decision_pipeline.config import REGEX_PARAMS
+
+    def walk(cls, prefix):
+        hints = __import__("typing").get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(hints[f.name]):
+                yield from walk(hints[f.name], f"{prefix}.{f.name}")
+            elif "regex" in f.metadata.get("doc", "").lower():
+                yield f"{prefix}.{f.name}"
+    found = {key for name, cls in SECTIONS.items() for key in walk(cls, name)}
+    assert found and found <= set(REGEX_PARAMS), f"add to config.REGEX_PARAMS: {sorted(found - set(REGEX_PARAMS))}"
+
+
+@pytest.mark.parametrize("data, named", [
+    (lambda t: b"\xff\xfe" + t.encode("utf-16-le"), "is UTF-16 (little-endian) with a byte-order mark"),
+    (lambda t: t.encode("utf-16-le"), "is UTF-16 (little-endian) text"),
+    (lambda t: b"\xef\xbb\xbf" + t.encode(), "is UTF-8 with a byte-order mark (BOM)"),
+    (lambda t: t.replace("{document}", "{document} caf\xe9").encode("latin-1"), "is not UTF-8"),
+], ids=["utf16-bom", "utf16", "utf8-bom", "latin1"])
+def test_a_prompt_file_in_any_encoding_is_one_line_naming_it(tmp_path, capsys, data, named):
+    prompt = tmp_path / "reflect.md"
+    prompt.write_bytes(data((ROOT / "configs/prompts/small_base.md").read_text()))
+    code, errors = _check_in_process(tmp_path, capsys, PARAMS, "--set", f"reflect.candidates.small_base.prompt={prompt}")
+    assert code == 2 and len(errors) == 1 and errors[0].startswith(f"ERROR: {prompt}: ") and named in errors[0]
+
+
+def test_a_charter_saved_as_utf16_is_named_at_check_time(tmp_path, capsys):
+    charter = tmp_path / "charter.md"
+    charter.write_bytes(b"\xff\xfe" + (ROOT / "configs/charter/charter.md").read_text().encode("utf-16-le"))
+    code, errors = _check_in_process(tmp_path, capsys, PARAMS, "--set", f"reflect.charter={charter}")
+    assert code == 2 and errors == [f"ERROR: {charter}: is UTF-16 (little-endian) with a byte-order mark; "
+                                    "save it as UTF-8 without a byte-order mark (BOM)"]
