@@ -225,11 +225,13 @@ def pool_question_ids(inp: Inputs) -> list[str]:
     return [r["id"] for r in table.to_pylist() if r["split"] == "pool"]
 
 
-def select_case(tmp: Path, inp: Inputs, expect: tuple[str, ...], records: list, raw: dict | None = None) -> Case:
+def select_case(tmp: Path, inp: Inputs, expect: tuple[str, ...], records: list, raw: dict | None = None,
+                changes: dict | None = None) -> Case:
     out = tmp / "out"
     chains = write_jsonl(tmp / "chains.jsonl", records, raw)
-    return Case("select_chains", ["--params", write_params(tmp), "--chains", chains, "--items", str(inp.items),
-                                  "--out", str(out / "kept.jsonl"), "--metrics", str(out / "select.json")], expect)
+    return Case("select_chains", ["--params", write_params(tmp, changes), "--chains", chains, "--items",
+                                  str(inp.items), "--out", str(out / "kept.jsonl"), "--metrics",
+                                  str(out / "select.json")], expect)
 
 
 def choose_case(tmp: Path, expect: tuple[str, ...], files: dict[str, str], changes: dict | None = None) -> Case:
@@ -428,6 +430,16 @@ CASES: dict[str, Callable[[Path, Inputs], Case]] = {
     "chains-unknown-question": lambda t, i: select_case(
         t, i, ("chains.jsonl", "unknown question 'ghost-1'"), [chain("ghost-1")]),
     "chains-empty": lambda t, i: select_case(t, i, ("chains.jsonl", "no chain was generated"), []),
+    "chains-invalid-lookup-regex": lambda t, i: select_case(  # make check names it too (#33.6)
+        t, i, ("select_chains.lookup_patterns", "'(unclosed' is not a valid regex"),
+        [chain(q) for q in pool_question_ids(i)[:2]], changes={"select_chains.lookup_patterns": ["(unclosed"]}),
+    # ---- files saved by common editors (common/textfile.py: UTF-8 without a BOM)
+    "external-utf8-bom": lambda t, i: external_case(
+        t, ("questions.jsonl: is UTF-8 with a byte-order mark (BOM)", "save it as UTF-8 without"),
+        _bytes(t, b"\xef\xbb\xbf" + json.dumps(QUESTION).encode() + b"\n")),
+    "external-utf16": lambda t, i: external_case(
+        t, ("questions.jsonl: is UTF-16 (little-endian) with a byte-order mark",),
+        _bytes(t, b"\xff\xfe" + (json.dumps(QUESTION) + "\n").encode("utf-16-le"))),
     # ---- sweep results and temperatures
     "sweep-nan-nll": lambda t, i: choose_case(
         t, ("0.001.json: dev.nll is nan",),
