@@ -85,8 +85,11 @@ noise: $(STAMP)
 cohort: $(STAMP)
 	$(PY) -m decision_pipeline.bench.cohort --from data/s1mb --out configs/s1mb_cohort
 
+# Two workers (pytest-xdist), one test file per worker at a time so module fixtures (the micro
+# end-to-end run, local servers) are built once; TEST_WORKERS=0 runs in one process
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	PIPELINE_QUIET=1 $(PY) -m pytest -q $(PYTEST_ARGS)
+	PIPELINE_QUIET=1 $(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 # Each script prints its ratios against a baseline timed in the same run (docs/performance.md);
 # bench_sampling uses models/base when `dvc repro` has built it, else a tiny model it builds itself
