@@ -38,11 +38,16 @@ def main(argv: list[str] | None = None) -> None:
     started = time.time()
     p = load_section(CurateParams, "curate", args.params)
     seed = load_base(args.params).seed
-    pool = validate_pool(read_table(args.pool), args.pool)
-    tok = load_tokenizer(args.tokenizer)
-    count = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
-    result = curate(args.name, pool, read_table(args.dev), load_items(args.items), count, p, seed,
-                    provenance={"source": args.pool, "tokenizer": args.tokenizer})
+    provenance = {"source": args.pool, "tokenizer": args.tokenizer}
+    if p.engine == "ray":  # the pool streamed as Parquet shards over a Ray cluster: the same outputs
+        from decision_pipeline.curation.ray_engine import curate_on_ray
+        result = curate_on_ray(args.name, args.pool, read_table(args.dev), load_items(args.items), args.tokenizer,
+                               p, seed, provenance)
+    else:
+        pool = validate_pool(read_table(args.pool), args.pool)
+        tok = load_tokenizer(args.tokenizer)
+        count = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+        result = curate(args.name, pool, read_table(args.dev), load_items(args.items), count, p, seed, provenance)
     with atomic_dir(args.out) as tmp:
         (tmp / "selection.json").write_text(result.selection.to_json())
         write_table(tmp / "scores.parquet", result.scores_rows, SCORES_SCHEMA)

@@ -24,11 +24,13 @@ import pyarrow as pa
 
 from decision_pipeline.common.hashing import make_rng, sha256_int
 from decision_pipeline.common.params import rule
+from decision_pipeline.common.raycluster import ENGINES
 from decision_pipeline.curation.artifacts import artifact_shares, source_register
 from decision_pipeline.curation.classifier import ClassifierParams, RegisterModel, score_docs, train_classifier
 from decision_pipeline.curation.decontaminate import decontaminate, held_out_questions
 from decision_pipeline.curation.filters import apply_filters, build_filters
 from decision_pipeline.curation.minhash import MinhashParams, dedup
+from decision_pipeline.curation.ray_kernels import CurateRayParams
 from decision_pipeline.curation.selection import (
     MODES, Selection, calibrate_chars_per_token, check_params, estimate_token_counts, random_selection, select,
 )
@@ -58,6 +60,10 @@ class CurateParams:
     calib_docs: int = rule(min=1, doc="pool documents tokenized to calibrate characters per token")
     weights: dict[str, float] = rule(doc="tokens mode: per-register token quotas (sum 1); "
                                                                "{} = equal")
+    engine: str = rule(run_control=True, choices=ENGINES, doc="local: this process; ray: Ray Data over the "
+                                                              "pool's Parquet shards on the cluster at ray.address "
+                                                              "(the same selection, byte for byte)")
+    ray: CurateRayParams = rule(run_control=True, doc="the Ray cluster (engine: ray only)")
 
 
 @dataclass
@@ -68,6 +74,12 @@ class Curation:
     classifier: RegisterModel
     provenance: dict
     metrics: dict
+
+
+def config_hash(p: CurateParams) -> str:
+    """Hash of the params that decide the selection (the engine and its cluster do not)."""
+    content = {k: v for k, v in vars(p).items() if k not in ("engine", "ray")}
+    return f"{sha256_int(json.dumps(content, default=vars, sort_keys=True)):016x}"
 
 
 def code_fingerprint() -> str:
@@ -142,7 +154,7 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
              if d["id"] in score_by_id else "{}"} for d in pool]
     provenance = {**provenance, "selection": name, "chars_per_token": round(chars_per_token, 4),
                   "budget_tokens": p.budget_tokens,
-                  "config_hash": f"{sha256_int(json.dumps(vars(p), default=vars, sort_keys=True)):016x}",
+                  "config_hash": config_hash(p),
                   "code_fingerprint": code_fingerprint()}
     st = selection.stats
     metrics = {"pool_docs": len(pool),
