@@ -94,8 +94,9 @@ def _check_value(value: Any, spec: Field, what: str) -> None:
                 check_record(item, spec.items, f"{what} entry {i + 1}")
     if isinstance(value, dict):
         for key, item in value.items():
-            if isinstance(item, float) and not math.isfinite(item):
-                raise PipelineError(f"{what} entry {key!r} must be a finite number, got {item!r}")
+            # a float NaN/inf, or an int beyond float range (`1` and 400 zeros: float() overflows downstream)
+            if isinstance(item, float) and not math.isfinite(item) or type(item) is int and abs(item) > 2 ** 1023:
+                raise PipelineError(f"{what} entry {key!r} must be a finite number, got {_short(item)}")
 
 
 def _short(value: Any) -> str:

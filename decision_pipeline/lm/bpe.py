@@ -101,7 +101,8 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
                             "with the model (transformers would silently build an empty one)")
     try:
         tok = AutoTokenizer.from_pretrained(str(path))
-    except (OSError, ValueError) as exc:  # no tokenizer files, or unreadable ones
+    except Exception as exc:  # noqa: BLE001 - no tokenizer files, unreadable ones, or a config.json/tokenizer_config.json
+        # field of the wrong type (transformers and tokenizers raise many types for those): the directory's fault
         reason = " ".join(str(exc).split())[:160]
         raise PipelineError(f"{path}: no usable tokenizer here ({reason}); save one with the model") from None
     tok.padding_side = "left"

@@ -98,7 +98,21 @@ def read_safetensors_header(path: Path) -> dict[str, Tensor]:
     if end < data:
         raise WeightsError(f"{path}: {data - end:,} bytes after the last tensor (a damaged or joined file); "
                            f"{_recopy(path)}")
+    _safetensors_parses(path)
     return tensors
+
+
+def _safetensors_parses(path: Path) -> None:
+    """safetensors' own header parse (maps the file, reads no tensor): what it refuses at load time and the
+    checks above let through (a dtype name it does not know, e.g. a flipped `F32` -> `F3B`) is one line here."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="np"):
+            pass
+    except Exception as exc:  # noqa: BLE001 - SafetensorError and friends: the file's fault, in one line
+        reason = " ".join(str(exc).split())[:160]
+        raise WeightsError(f"{path}: safetensors cannot read its header ({reason}); {_recopy(path)}") from None
 
 
 def _entry(path: Path, name: str, entry: Any) -> tuple[Tensor, tuple[int, int]]:
@@ -236,7 +250,12 @@ def _expected(root: Path) -> Expected:
             model = AutoModelForCausalLM.from_config(config)
         from transformers.conversion_mapping import get_model_conversion_mapping
         renamed = bool(get_model_conversion_mapping(model, add_legacy=False))
-    except Exception:  # noqa: BLE001 - custom code etc.: fall back to the plain numbers
+    except Exception as exc:  # noqa: BLE001 - custom code etc.: fall back to the plain numbers
+        if type(config) in AutoModelForCausalLM._model_mapping:  # a causal LM transformers knows: its load fails alike
+            reason = " ".join(str(exc).split())[:160]
+            raise WeightsError(f"{root / 'config.json'}: transformers cannot build the model it describes "
+                               f"({type(exc).__name__}: {reason}); copy the config.json that came with the weights"
+                               ) from None
         return Expected(None, [], [], **plain)
     if renamed:   # transformers renames/fuses this family's checkpoint tensors while loading
         return Expected(None, [], [], **plain)

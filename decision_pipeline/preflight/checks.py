@@ -178,7 +178,12 @@ def check_reviews(params: dict, root: Path) -> list[str]:
     if not path.is_file():
         return [f"reviews.import_path: {path} not found; run `make review-ui` then `make review-export`, "
                 "or set reviews.source: seeded"]
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    from decision_pipeline.common.textfile import read_text
+    try:
+        text = read_text(path)  # the import's encoding rule: a BOM, UTF-16 or a bad byte is named, not a traceback
+    except PipelineError as exc:
+        return [f"reviews.import_path: {exc}"]
+    for n, line in enumerate(text.splitlines(), 1):
         try:
             ok = isinstance(json.loads(line), dict) if line.strip() else True
         except ValueError:

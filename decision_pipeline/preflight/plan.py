@@ -72,8 +72,17 @@ def read_shape(config_path: str | Path) -> ModelShape:
     if not path.is_file():
         raise PipelineError(f"{path}: config.json not found; set base_model.path to a Hugging Face model "
                             "directory (or pass --model-config)")
-    cfg = json.loads(path.read_text(encoding="utf-8"))
-    cfg = cfg.get("text_config", cfg)
+    from decision_pipeline.common.textfile import read_text
+
+    try:
+        cfg = json.loads(read_text(path))  # UTF-8 without BOM (common/textfile.py): a BOM or UTF-16 is named
+    except json.JSONDecodeError as exc:
+        raise PipelineError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); copy the config.json that came "
+                            "with the model") from None
+    cfg = cfg.get("text_config", cfg) if isinstance(cfg, dict) else cfg
+    if not isinstance(cfg, dict):
+        raise PipelineError(f"{path}: holds {type(cfg).__name__}, not a JSON object; copy the config.json that came "
+                            "with the model")
     try:
         heads = int(cfg["num_attention_heads"])
         return ModelShape(hidden=int(cfg["hidden_size"]), layers=int(cfg["num_hidden_layers"]), heads=heads,
@@ -85,6 +94,9 @@ def read_shape(config_path: str | Path) -> ModelShape:
                           qk_norm=cfg.get("model_type", "qwen3").startswith("qwen3"))
     except KeyError as exc:
         raise PipelineError(f"{path}: key {exc.args[0]} missing; the memory plan needs a decoder config") from None
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError, AttributeError) as exc:  # "", null, nan, 0 heads
+        raise PipelineError(f"{path}: a size the memory plan reads is not a positive whole number ({exc}); copy the "
+                            "config.json that came with the model") from None
 
 
 def param_count(m: ModelShape) -> int:

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from decision_pipeline.common.textfile import SAVE_AS, encoding_problem
+
 from .definitions import Benchmark
 from .errors import S1MBError, show_ids
 from .jsonio import loads_strict
@@ -55,8 +57,16 @@ def read_rows(directory: str | Path, split: str = "test") -> list[dict[str, Any]
 def _read_file(path: Path) -> list[dict[str, Any]]:
     if path.suffix == ".jsonl":
         rows = []
-        with path.open(encoding="utf-8") as stream:
-            for number, line in enumerate(stream, 1):
+        with path.open("rb") as stream:  # decoded per line, so a bad byte names its line (common/textfile.py)
+            problem = encoding_problem(stream.peek(4096)[:4096])
+            if problem:
+                raise S1MBError(f"{problem}; {SAVE_AS}", file=str(path))
+            for number, raw in enumerate(stream, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise S1MBError(f"line {number}: byte {err.start + 1} of the line (0x{raw[err.start]:02x}) is not "
+                                    "UTF-8; save the file as UTF-8", file=str(path)) from None
                 if line.strip():
                     try:
                         rows.append(loads_strict(line))
@@ -99,6 +109,8 @@ def case_from_row(row: Mapping[str, Any], split: str = "test") -> Case:
     if not isinstance(targets_in, list) or not all(isinstance(t, Mapping) for t in targets_in):
         raise S1MBError("targets must be a list of objects", **where)
     ids = [d.get("id") if isinstance(d, Mapping) else None for d in decisions]
+    if not all(isinstance(i, str) for i in ids) or not all(isinstance(t.get("decision_id"), str) for t in targets_in):
+        raise S1MBError("every decision needs a string id and every target a string decision_id", **where)
     by_id = {t.get("decision_id"): t for t in targets_in}
     if len(set(ids)) != len(ids) or len(by_id) != len(targets_in) or set(ids) != set(by_id):
         raise S1MBError(
@@ -119,8 +131,9 @@ def case_from_row(row: Mapping[str, Any], split: str = "test") -> Case:
 
 
 def _number(value: Any) -> Any:
-    """Ints become floats like pydantic's ``float | None``; anything else is checked later."""
-    return float(value) if type(value) is int else value
+    """Ints become floats like pydantic's ``float | None``; anything else (an int beyond float range
+    included) is checked later."""
+    return float(value) if type(value) is int and abs(value) <= 2 ** 1023 else value
 
 
 def _question(decision: Any, **where: Any) -> Question:
@@ -133,7 +146,7 @@ def _question(decision: Any, **where: Any) -> Question:
     if decision.get("documents") or decision.get("scoring") is not None:
         raise S1MBError("judgments must have empty documents and null scoring", **where)
     criteria = decision.get("criteria") or []
-    if not all(isinstance(c, Mapping) and isinstance(c.get("id"), str) for c in criteria):
+    if not isinstance(criteria, list) or not all(isinstance(c, Mapping) and isinstance(c.get("id"), str) for c in criteria):
         raise S1MBError("every criterion needs a string id", **where)
     order = [c["id"] for c in criteria]
     if len(set(order)) != len(order):
@@ -164,7 +177,9 @@ def _target(target: Mapping[str, Any], question: Question, **where: Any) -> Targ
     where = {**where, "question": question.id}
     if target.get("kind") != "judgment_distribution":
         raise S1MBError(f"target kind {target.get('kind')!r} is not 'judgment_distribution'", **where)
-    ids, probabilities = list(target.get("ids") or []), list(target.get("probabilities") or [])
+    ids, probabilities = target.get("ids") or [], target.get("probabilities") or []
+    if not isinstance(ids, list) or not isinstance(probabilities, list) or not all(isinstance(i, str) for i in ids):
+        raise S1MBError("target ids must be a list of strings and probabilities a list of numbers", **where)
     if len(set(ids)) != len(ids):
         raise S1MBError(f"duplicate target ids {show_ids(ids)}", **where)
     if len(ids) != len(probabilities):

@@ -115,6 +115,15 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _is_finite(value: int | float) -> bool:
+    """math.isfinite that calls an int beyond float range (JSON `1` followed by 400 zeros) not finite,
+    where math.isfinite raises OverflowError."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def check_probabilities(
     probabilities: Any, option_ids: Sequence[str], what: str = "prediction", **where: Any
 ) -> None:
@@ -130,13 +139,19 @@ def check_probabilities(
     for key, p in probabilities.items():
         if not _is_number(p):
             raise S1MBError(f"{what} probability of {key!r} is {p!r}, not a number", **where)
-        if not math.isfinite(p):
-            raise S1MBError(f"{what} probability of {key!r} is {p!r}, not finite", **where)
+        if not _is_finite(p):
+            raise S1MBError(f"{what} probability of {key!r} is {_short(p)}, not finite", **where)
         if not 0 <= p <= 1:
             raise S1MBError(f"{what} probability of {key!r} is {p!r}, outside [0, 1]", **where)
     total = sum(probabilities.values())
     if not math.isclose(total, 1, abs_tol=1e-5):
         raise S1MBError(f"{what} probabilities sum to {total!r}, not within 1e-5 of 1", **where)
+
+
+def _short(value: Any) -> str:
+    """repr cut to a readable length (a 400-digit number is named, not printed)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _difference(keys: Any, option_ids: Sequence[str]) -> str:
@@ -163,8 +178,8 @@ def check_question(question: Question, /, **where: Any) -> None:
     values = [o.value for o in question.options]
     for option in question.options:
         value = option.value
-        if value is not None and (not _is_number(value) or not math.isfinite(value)):
-            raise S1MBError(f"option {option.id!r} value {value!r} is not a finite number", **where)
+        if value is not None and (not _is_number(value) or not _is_finite(value)):
+            raise S1MBError(f"option {option.id!r} value {_short(value)} is not a finite number", **where)
     if question.task == "score":
         if any(v is None for v in values):
             missing = [o.id for o in question.options if o.value is None]
