@@ -173,7 +173,16 @@ def review_markdown(base: str, params_diff: dict, diff: dict, noise: dict, sourc
                    "Until then no change can be told from noise.")
     if not rows:
         out.append("No metric changed.")
-        return "\n".join(out) + "\n"
+    else:
+        out += _changes(rows, count, base, source)
+    if plots_dir:
+        out += ["", "### Plots", "", f"`dvc plots diff {base}` is in `{plots_dir}/index.html`: the data plots redrawn "
+                "as PNGs and both revisions' image plots side by side, no scripts or network needed."]
+    return "\n".join(out) + "\n"
+
+
+def _changes(rows: list[dict], count: dict, base: str, source: str) -> list[str]:
+    out = []
     out.append(f"{len(rows)} changed: {count[OUT]} outside their run-to-run noise, {count[IN]} inside it, "
                f"{count[SETUP]} fixed by the setup (sd 0 over reruns: any change is a change of setup), "
                f"{count[NONE]} with no recorded noise, {count[ADDED]} added or removed. Noise source: **{source}** "
@@ -189,10 +198,7 @@ def review_markdown(base: str, params_diff: dict, diff: dict, noise: dict, sourc
     if other:
         out += ["", f"<details><summary>{len(other)} changes fixed by the setup, without a recorded noise, "
                     "or added/removed</summary>", ""] + _table(other, base) + ["", "</details>"]
-    if plots_dir:
-        out += ["", "### Plots", "", f"`dvc plots diff {base}` is in `{plots_dir}/index.html`: the data plots redrawn "
-                "as PNGs and both revisions' image plots side by side, no scripts or network needed."]
-    return "\n".join(out) + "\n"
+    return out
 
 
 def coverage(metrics: dict[str, Any], noise: dict[tuple[str, str], dict]) -> dict[str, Any]:

@@ -291,10 +291,15 @@ def s1mb_figs(s: Store) -> list[Fig]:
 
 
 # ------------------------------------------------------------------ RL
-def _quarters(rows: list[dict], key: str) -> tuple[float, float]:
+def _quarters(rows: list[dict], key: str) -> tuple[float | None, float | None]:
+    """Mean of `key` over the first and the last quarter of rounds; a round without a value (no parsed
+    answer) is left out, and a quarter without any gives None."""
     q = max(1, len(rows) // 4)
-    first, last = rows[:q], rows[-q:]
-    return sum(r[key] for r in first) / len(first), sum(r[key] for r in last) / len(last)
+
+    def mean(part: list[dict]) -> float | None:
+        values = [r[key] for r in part if r.get(key) is not None]
+        return sum(values) / len(values) if values else None
+    return mean(rows[:q]), mean(rows[-q:])
 
 
 def collapse_sentence(s: Store) -> str | None:
@@ -306,6 +311,8 @@ def collapse_sentence(s: Store) -> str | None:
         return None
     top0, top1 = _quarters(rows, "top_answer_share")
     gold0, gold1 = _quarters(rows, "top_gold_share")
+    if None in (top0, top1, gold0, gold1):
+        return "Answer collapse: some quarter of RL rounds has no parsed answer, so the shares are not compared."
     collapsing = top1 - top0 > 0.05 and top1 - gold1 > 0.1
     return (f"Answer collapse (first vs last quarter of RL rounds): the most common answer's share of parsed answers "
             f"went {top0:.2f} \u2192 {top1:.2f} while the gold options' top share was {gold0:.2f} \u2192 {gold1:.2f}"

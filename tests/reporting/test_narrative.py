@@ -54,3 +54,20 @@ def test_report_deps_cover_every_file_the_registry_reads():
 def test_readme_results_table_matches_summary_json():
     summary = json.loads((ROOT / "metrics/summary.json").read_text())
     assert readme_block((ROOT / "README.md").read_text()) == render_table(summary)
+
+
+def test_collapse_sentence_skips_rounds_without_a_parsed_answer(tmp_path):
+    """A micro RL round can parse no answer (top_answer_share None): the quarter means leave it out."""
+    import json
+
+    from decision_pipeline.reporting.sections_model import collapse_sentence
+    from decision_pipeline.reporting.sources import Store
+    rows = [{"round": i, "top_answer_share": v, "top_gold_share": 0.5}
+            for i, v in enumerate([None, 0.6, 0.5, 0.5, 0.55, 0.7, 0.9, None])]
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "rl.json").write_text(json.dumps({"answer_collapse": rows}))
+    text = collapse_sentence(Store(tmp_path))
+    assert "went 0.60 \u2192 0.90" in text and "gold options' top share was 0.50 \u2192 0.50" in text
+    rows[6]["top_answer_share"] = None
+    (tmp_path / "metrics" / "rl.json").write_text(json.dumps({"answer_collapse": rows}))
+    assert "no parsed answer" in collapse_sentence(Store(tmp_path))

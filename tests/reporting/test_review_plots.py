@@ -224,7 +224,6 @@ def test_cli_is_what_review_calls(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(review_plots, "build", lambda base, out, cwd=None: calls.append((base, out)))
     from decision_pipeline.reporting import review
-    monkeypatch.setattr(review, "_run", lambda cmd: "{}")
     monkeypatch.setattr(review.subprocess, "run", lambda *a, **k: type("P", (), {"returncode": 0, "stdout": ""})())
     monkeypatch.chdir(tmp_path)
     assert review.main(["--base", "main", "--out", "rv"]) == 0
