@@ -33,13 +33,13 @@ def main(argv: list[str] | None = None) -> None:
     agree = load_section(AgreementParams, "judge_agreement", args.params)
     reflections = [r for n in reflect_cfg.candidates for r in read_jsonl(Path(args.reflect_dir) / f"{n}.jsonl")]
     with atomic_dir(args.out_dir) as tmp:
-        metrics, ledger = run(cfg, judge_cfg, reflect_cfg.charter, reflections, Path(args.export),
+        metrics, ledger, reused = run(cfg, judge_cfg, reflect_cfg.charter, reflections, Path(args.export),
                               agree.n_resamples, agree.confidence, load_base(args.params).seed, tmp, Path(args.reads))
     write_json(args.reads, ledger)
     write_json(args.metrics, metrics)
     summary("judge_prompt", started, revisions=metrics["revisions"], train_kappa_start=metrics["train"]["kappa_start"],
             train_kappa_final=metrics["train"]["kappa_final"], validation_kappa=metrics["validation"]["kappa"],
-            reused_read=metrics["validation"]["reused_recorded_read"])
+            reused_read=reused)
 
 
 if __name__ == "__main__":

@@ -281,8 +281,10 @@ def prior_read(ledger: dict, path: Path, fingerprint: str, prompt_sha: str) -> d
 
 
 def run(cfg: JudgePromptParams, judge_cfg: JudgeParams, charter_path: str, reflections: list[dict], export: Path,
-        n_resamples: int, confidence: float, seed: int, out_dir: Path, ledger_path: Path) -> tuple[dict, dict]:
-    """The whole stage: (metrics, updated ledger). Writes v*.md and final.md into out_dir."""
+        n_resamples: int, confidence: float, seed: int, out_dir: Path, ledger_path: Path) -> tuple[dict, dict, bool]:
+    """The whole stage: (metrics, updated ledger, whether the recorded read was reused). Writes v*.md
+    and final.md into out_dir. The reuse flag stays out of the metrics so a forced rerun of the same
+    state writes the same bytes."""
     charter = load_charter(charter_path)
     prompt = load_prompt(judge_cfg.prompt, charter, kind="judge")
     judge_rules(prompt.template, prompt.path, judge_cfg.checks.harm_threshold)   # a bad directive: before any work
@@ -333,10 +335,10 @@ def run(cfg: JudgePromptParams, judge_cfg: JudgeParams, charter_path: str, refle
                   "ci_start": [ci["start"]["ci_low"], ci["start"]["ci_high"]],
                   "ci_final": [ci["final"]["ci_low"], ci["final"]["ci_high"]], "gain": gain},
         "validation": {**{k: entry[k] for k in ("kappa", "ci_low", "ci_high", "concordance", "n", "prompt_version")},
-                       "reads": 1, "reused_recorded_read": reused, "fingerprint": fingerprint,
+                       "reads": 1, "fingerprint": fingerprint,
                        "rule": "read once, after the prompt was frozen; never used to choose a revision"},
     }
-    return metrics, ledger
+    return metrics, ledger, reused
 
 
 def _pairs(verdicts: dict[str, str | None], reference: dict[str, str], ids: list[str]) -> tuple[list, list]:

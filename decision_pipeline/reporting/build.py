@@ -78,33 +78,38 @@ def run_digest(root: Path) -> str:
     return f"sha256:{digest} ({len(upstream)} stages in dvc.lock)"
 
 
-def git_commit(root: Path) -> tuple[str, str | None]:
-    """('<12-hex> (<commit date>)', ISO date) of the checkout's HEAD, or a phrase and None outside git."""
-    import subprocess
+CODE_PREFIXES = ("decision_pipeline", "stages", "scripts")
 
-    try:
-        out = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%H %cI"], capture_output=True,
-                             text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return "not a git checkout", None
-    parts = out.stdout.split()
-    if out.returncode != 0 or len(parts) != 2:
-        return "not a git checkout", None
-    when = dt.datetime.fromisoformat(parts[1]).astimezone(dt.timezone.utc)
-    return f"{parts[0][:12]} (committed {when:%Y-%m-%d %H:%M} UTC)", when.strftime("%Y-%m-%d %H:%M")
+
+def code_digest(root: Path) -> str:
+    """'sha256:<16 hex> (<n> code deps)': a digest of the code each upstream stage ran, as dvc.lock records it.
+
+    Not the git commit: the PDF is built before the commit that holds it, so a commit stamp could never
+    match a forced rerun of the committed state. Read from the lock, so it names what ran, not the tree.
+    """
+    lock = root / "dvc.lock"
+    if not lock.is_file():
+        return "unlocked (no dvc.lock)"
+    stages = (load_yaml(lock.read_text(encoding="utf-8"), str(lock)) or {}).get("stages", {})
+    code = sorted({(d.get("path", ""), str(d.get("md5", ""))) for name, entry in stages.items() if name != "report"
+                   for d in (entry.get("deps") or []) if isinstance(d, dict)
+                   and str(d.get("path", "")).split("/")[0] in CODE_PREFIXES})
+    if not code:
+        return "no code deps in dvc.lock"
+    return f"sha256:{hashlib.sha256(json.dumps(code).encode()).hexdigest()[:16]} ({len(code)} code deps)"
 
 
 def run_meta(root: Path, params_path: Path) -> pdf.Meta:
-    """Title-page facts; the date is SOURCE_DATE_EPOCH when set, else the commit's date (never the clock)."""
+    """Title-page facts; the date is SOURCE_DATE_EPOCH when set, never the clock or a commit date."""
     text = params_path.read_bytes()
     profile = (load_yaml(text.decode("utf-8"), "params.yaml") or {}).get("base", {}).get("profile", "unknown")
-    commit, commit_date = git_commit(root)
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     if epoch:
         when = dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).strftime("%Y-%m-%d %H:%M") + " (SOURCE_DATE_EPOCH)"
     else:
-        when = f"{commit_date} (the commit's date)" if commit_date else "no commit date (set SOURCE_DATE_EPOCH)"
-    return pdf.Meta(run_digest(root), "sha256:" + hashlib.sha256(text).hexdigest()[:16], str(profile), when, commit)
+        when = "the date of the git commit that holds this PDF (set SOURCE_DATE_EPOCH to print one)"
+    return pdf.Meta(run_digest(root), "sha256:" + hashlib.sha256(text).hexdigest()[:16], str(profile), when,
+                    code_digest(root))
 
 
 def stage_rows(dvc_yaml: Path, params: dict) -> list[tuple[str, str]]:

@@ -52,15 +52,16 @@ STYLES = {
 
 @dataclass(frozen=True)
 class Meta:
-    """What the title page says about the run: the code (git commit), the data (dvc.lock digest), the date.
+    """What the title page says about the run: the code (content digest), the data (dvc.lock digest), the date.
 
-    `date` is the commit's date (or SOURCE_DATE_EPOCH), never the clock, so one commit and lock give one PDF.
+    `date` is SOURCE_DATE_EPOCH or a pointer to the holding commit, never the clock, so one code
+    tree and lock give one PDF (a forced rerun of a committed state leaves git clean).
     """
     revision: str                 # dvc.lock digest of the upstream stages
     params_digest: str
     profile: str
     date: str
-    commit: str = "not a git checkout"
+    commit: str = "no pipeline code found"   # the code digest
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def _one_page(flowables: list) -> list:
 
 
 def _info_table(meta: Meta) -> Table:
-    rows = [("code (git commit)", meta.commit), ("run (dvc.lock digest)", meta.revision),
+    rows = [("code (content digest)", meta.commit), ("run (dvc.lock digest)", meta.revision),
             ("params digest", meta.params_digest), ("profile", meta.profile), ("date (UTC)", meta.date)]
     info = Table([[p(k, "small"), p(v, "small")] for k, v in rows], colWidths=[95, FRAME_W - 95])
     info.setStyle(TableStyle([("GRID", (0, 0), (-1, -1), 0.3, colors.grey),
@@ -266,8 +267,8 @@ def render(meta: Meta, blocks: list[Block], skipped: list[tuple[Section, str]],
         canvas.saveState()
         canvas.setFont("Helvetica", 7.5)
         canvas.setFillColor(colors.grey)
-        commit = meta.commit.split(" ")[0] if not meta.commit.startswith("not ") else "none"
-        canvas.drawString(MARGIN, BOTTOM / 2, f"Decision-model pipeline run report \u00b7 commit {commit} "
+        code = meta.commit.split(" ")[0] if meta.commit.startswith("sha256:") else "none"
+        canvas.drawString(MARGIN, BOTTOM / 2, f"Decision-model pipeline run report \u00b7 code {code} "
                                               f"\u00b7 run {meta.revision.split(' ')[0]}")
         canvas.drawRightString(A4[0] - MARGIN, BOTTOM / 2, f"page {doc.page}")
         canvas.restoreState()

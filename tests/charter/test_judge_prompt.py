@@ -80,7 +80,7 @@ def test_loop_moves_train_kappa_as_hand_computed_and_freezes_the_best_prompt(wor
     assert sorted(p.name for p in Path("out").iterdir()) == ["final.md", "v3.md", "v4.md"]
     # validation read once with the frozen prompt: all four agree -> kappa 1 on n 4
     assert m["validation"]["kappa"] == pytest.approx(1.0) and m["validation"]["n"] == 4
-    assert not m["validation"]["reused_recorded_read"]
+    assert "reused_recorded_read" not in m["validation"]   # a forced rerun must write the same bytes
     reads = json.loads(Path("reads.json").read_text())["reads"]
     assert len(reads) == 1 and reads[0]["prompt_version"] == 4 and reads[0]["n"] == 4
 
@@ -99,9 +99,13 @@ def test_validation_reviews_never_steer_the_loop(world):
 
 def test_a_rerun_reuses_the_read_and_another_prompt_is_refused(world, capsys):
     assert judge_prompt.main(ARGS) == 0
+    first = Path("m.json").read_bytes()
+    capsys.readouterr()
     assert judge_prompt.main(ARGS) == 0    # same frozen prompt: the recorded read, not a second one
+    out = capsys.readouterr()
+    assert "reused_read=True" in out.out + out.err
     m = json.loads(Path("m.json").read_text())
-    assert m["validation"]["reused_recorded_read"] and len(json.loads(Path("reads.json").read_text())["reads"]) == 1
+    assert Path("m.json").read_bytes() == first and len(json.loads(Path("reads.json").read_text())["reads"]) == 1
     before = {p: Path(p).read_bytes() for p in ("m.json", "reads.json", "out/final.md")}
     world["judge_prompt"]["max_revisions"] = 0    # the loop now freezes v3: another prompt, same validation
     Path("params.yaml").write_text(yaml.safe_dump(world))

@@ -25,7 +25,7 @@ def _check(tmp_path: Path, data: dict, *sets: str) -> subprocess.CompletedProces
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     args = [a for s in sets for a in ("--set", s)]
     return subprocess.run([sys.executable, "-m", "decision_pipeline.config", "check", "--params", str(path), *args],
-                          cwd=ROOT, capture_output=True, text=True)
+                          cwd=ROOT, env=_plain_make_env(), capture_output=True, text=True)
 
 
 def test_the_committed_params_pass(tmp_path):
@@ -83,7 +83,7 @@ def test_an_empty_or_non_mapping_params_file_is_one_line(tmp_path, text):
     path = tmp_path / "params.yaml"
     path.write_text(text)
     proc = subprocess.run([sys.executable, "-m", "decision_pipeline.config", "check", "--params", str(path)],
-                          cwd=ROOT, capture_output=True, text=True)
+                          cwd=ROOT, env=_plain_make_env(), capture_output=True, text=True)
     assert proc.returncode == 2 and str(path) in proc.stderr and "mapping of sections" in proc.stderr
 
 
@@ -118,8 +118,8 @@ def test_make_check_keeps_a_list_with_a_blank_as_one_override(tmp_path):
     """The Makefile passes SET as one argument (it used to split `[keyword, count]` at the blank)."""
     stamp = tmp_path / "installed"
     stamp.touch()
-    made = subprocess.run(["make", "-n", "check", f"STAMP={stamp}", "SET=items.families=[keyword, nope] x.y='it''s'"],
-                          cwd=ROOT, capture_output=True, text=True)
+    made = subprocess.run(["make", "--no-print-directory", "-n", "check", f"STAMP={stamp}", "SET=items.families=[keyword, nope] x.y='it''s'"],
+                          cwd=ROOT, env=_plain_make_env(), capture_output=True, text=True)
     command = made.stdout.strip().splitlines()[-1]
     assert command.startswith(".venv/bin/python -m decision_pipeline.config check --sets "), command
     import shlex
@@ -128,7 +128,7 @@ def test_make_check_keeps_a_list_with_a_blank_as_one_override(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(PARAMS, sort_keys=False))
     proc = subprocess.run([sys.executable, *argv[1:-2], "--params", str(path), "--sets", "items.families=[keyword, nope]"],
-                          cwd=ROOT, capture_output=True, text=True)
+                          cwd=ROOT, env=_plain_make_env(), capture_output=True, text=True)
     assert proc.returncode == 2 and "items.families: 'nope' is not one of" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
 
@@ -210,3 +210,10 @@ def test_a_charter_saved_as_utf16_is_named_at_check_time(tmp_path, capsys):
     code, errors = _check_in_process(tmp_path, capsys, PARAMS, "--set", f"reflect.charter={charter}")
     assert code == 2 and errors == [f"ERROR: {charter}: is UTF-16 (little-endian) with a byte-order mark; "
                                     "save it as UTF-8 without a byte-order mark (BOM)"]
+
+
+def _plain_make_env() -> dict:
+    """The environment without an outer make's flags (CI runs the suite under `make test`, whose
+    MAKEFLAGS would make the inner `make -n` print 'Entering directory' lines)."""
+    import os
+    return {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")}

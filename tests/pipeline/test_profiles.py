@@ -255,9 +255,16 @@ def test_the_makefile_prints_the_profile_first_and_passes_force_profile(tmp_path
     import subprocess
     stamp = tmp_path / "installed"  # a fresh stamp: `make -n` prints the recipe only, installs nothing
     stamp.touch()
-    out = subprocess.run(["make", "-n", "run", f"STAMP={stamp}", "FORCE_PROFILE=1"], cwd=ROOT, capture_output=True,
+    out = subprocess.run(["make", "--no-print-directory", "-n", "run", f"STAMP={stamp}", "FORCE_PROFILE=1"], cwd=ROOT, env=_plain_make_env(), capture_output=True,
                          text=True).stdout.splitlines()
     assert out[0].endswith("-m decision_pipeline.config run-profile default --force --dry-run"), out
     assert out.index(next(x for x in out if "config check" in x)) < out.index(next(x for x in out if "repro" in x))
-    plain = subprocess.run(["make", "-n", "run", f"STAMP={stamp}"], cwd=ROOT, capture_output=True, text=True).stdout
+    plain = subprocess.run(["make", "--no-print-directory", "-n", "run", f"STAMP={stamp}"], cwd=ROOT, env=_plain_make_env(), capture_output=True, text=True).stdout
     assert "--force" not in plain
+
+
+def _plain_make_env() -> dict:
+    """The environment without an outer make's flags (CI runs the suite under `make test`, whose
+    MAKEFLAGS would make the inner `make -n` print 'Entering directory' lines)."""
+    import os
+    return {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")}
