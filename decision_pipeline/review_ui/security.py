@@ -18,17 +18,17 @@ and accept a POST from any page the reviewer had open. Here:
 from __future__ import annotations
 
 import hmac
-import re
 import secrets
 import unicodedata
 from urllib.parse import unquote, urlsplit
 
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from decision_pipeline.charter.store import MAX_REVIEWER_NAME, REVIEWER_NAME_RULE
 from decision_pipeline.common.errors import PipelineError
 
-MAX_NAME = 40
-NAME_RULE = re.compile(r"[a-z0-9][a-z0-9_-]{0,%d}" % (MAX_NAME - 1))
+MAX_NAME = MAX_REVIEWER_NAME          # one name rule with the import (charter/store.py)
+NAME_RULE = REVIEWER_NAME_RULE
 CSRF_FIELD = "csrf_token"
 HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
