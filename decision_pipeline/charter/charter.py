@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.textfile import read_text
 
 CITATION_RE = re.compile(r"\[(\d+)\.(\d+)\]")
 # Anything that looks like an attempt to cite in another format: [2], [2.1.3], (2.1),
@@ -87,7 +88,7 @@ def load_charter(path: str | Path) -> Charter:
     p = Path(path)
     if not p.is_file():
         raise PipelineError(f"{p}: charter file not found; fix charter path in params")
-    return parse_charter(p.read_text(encoding="utf-8"), str(p))
+    return parse_charter(read_text(p), str(p))      # a BOM or a non-UTF-8 byte: one line naming the file
 
 
 def citations(text: str) -> list[str]:

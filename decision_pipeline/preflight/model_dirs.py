@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.textfile import read_text
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -35,9 +36,12 @@ def read_config(path: str | Path, changes: dict | None = None) -> dict:
     if not path.is_file():
         raise PipelineError(f"{path}: config.json not found; pass a Hugging Face config.json (e.g. {QWEN3_4B})")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(read_text(path))      # a BOM, UTF-16 or a non-UTF-8 byte: one line naming the file
     except json.JSONDecodeError as exc:
         raise PipelineError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); fix or replace the file") from None
+    if not isinstance(config, dict):
+        raise PipelineError(f"{path}: holds a JSON {type(config).__name__}, not an object; "
+                            "pass the model's Hugging Face config.json")
     config.update(changes or {})
     text = config.get("text_config", config)
     missing = [k for k in REQUIRED_KEYS if k not in text]

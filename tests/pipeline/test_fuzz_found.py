@@ -108,3 +108,31 @@ def test_what_the_fuzz_found_is_one_line(name: str, tmp_path: Path, tiny_dir: st
         call()
     message = str(info.value)
     assert len(message.splitlines()) == 1 and all(words in message for words in expect), message
+
+
+@pytest.mark.parametrize("data, words", [
+    (b'{"hidden_size": "\xff"}', "line 1, byte 18 (0xff) is not UTF-8"),
+    ('{"hidden_size": 8}'.encode("utf-16"), "is UTF-16 (little-endian) with a byte-order mark"),
+    (b"[1, 2]", "holds a JSON list, not an object"),
+])
+def test_model_config_in_another_encoding_or_not_an_object_is_one_line(tmp_path, data, words):
+    """model_dirs.read_config (preflight's memory plan) decoded with str.read_text: UnicodeDecodeError,
+    and a list reached `.update` as an AttributeError."""
+    from decision_pipeline.preflight.model_dirs import read_config
+    path = _write(tmp_path / "config.json", data)
+    with pytest.raises(PipelineError) as err:
+        read_config(path)
+    assert str(err.value).startswith(f"{path}: ") and words in str(err.value)
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"\xef\xbb\xbf# Charter\n", "UTF-8 with a byte-order mark"),
+    (b"# Charter \xe9\n", "line 1, byte 11 (0xe9) is not UTF-8"),
+])
+def test_charter_file_in_another_encoding_is_one_line(tmp_path, data, words):
+    """charter.load_charter read with str.read_text: a Latin-1 byte was a UnicodeDecodeError traceback."""
+    from decision_pipeline.charter.charter import load_charter
+    path = _write(tmp_path / "charter.md", data)
+    with pytest.raises(PipelineError) as err:
+        load_charter(path)
+    assert str(err.value).startswith(f"{path}: ") and words in str(err.value)
