@@ -8,7 +8,7 @@ STAMP   := .venv/.installed
 # dvc.yaml commands call `python`: the venv's must come first on PATH
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: install run profile check test bench gpu-params clean-venv s3-local report review noise review-ui review-export preflight memory-plan gpu-install cohort gpu-check dag pull compare
+.PHONY: install run docs determinism profile check test bench gpu-params clean-venv s3-local report review noise review-ui review-export preflight memory-plan gpu-install cohort gpu-check dag pull compare
 
 $(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml
 	python3.11 -m venv .venv || python3 -m venv .venv
@@ -54,6 +54,12 @@ check: $(STAMP)
 dag: $(STAMP)
 	$(PY) -m decision_pipeline.reporting.dag --out docs/dag.png --record docs/dag.json
 
+# After a run: the README's results table and every marked number in README.md and docs/ from metrics/
+# (a test fails while one is stale)
+docs: $(STAMP)
+	$(PY) -m decision_pipeline.reporting.readme README.md
+	$(PY) -m decision_pipeline.reporting.docs_numbers README.md docs/*.md
+
 # The report alone (seconds; reads only metrics/ and plots/)
 report: $(STAMP)
 	$(DVC) repro --single-item report
@@ -69,6 +75,11 @@ review: $(STAMP)
 # noise (reporting/compare.py; `dvc exp show --md --only-changed` shows the same numbers unmarked)
 compare: $(STAMP)
 	$(PY) -m decision_pipeline.reporting.compare
+
+# Every stage of a micro run forced from scratch must leave git clean (two micro runs); `make test`
+# forces all but the training stages, whose byte-determinism has its own kill/resume tests
+determinism: $(STAMP)
+	FULL_RERUN=1 PIPELINE_QUIET=1 $(PY) -m pytest -q tests/pipeline/test_end_to_end.py -k forced_rerun
 
 # The noise study (reporting/noise_study.py): DVC experiments from the committed run, each changing one
 # source of chance (whole-chain reseeds, data, pretrain init, pretrain order, SFT seed, RL seed; RUNS="sft_seed=4 ..."

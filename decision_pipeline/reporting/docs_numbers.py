@@ -23,8 +23,8 @@ thousands separator (`1,999`). Dates (`2026-12-03`), dotted versions (`3.67.1`) 
 CI or power (`95% CI`, `80% power`) are not. Bare
 integers are not detected (step counts, list indices and results look alike): cite those by marker.
 
-    python -m decision_pipeline.reporting.docs_numbers docs/*.md            # rewrite the values
-    python -m decision_pipeline.reporting.docs_numbers --check docs/*.md    # exit 1 if stale or unmarked
+    python -m decision_pipeline.reporting.docs_numbers README.md docs/*.md            # rewrite the values
+    python -m decision_pipeline.reporting.docs_numbers --check README.md docs/*.md    # exit 1 if stale or unmarked
 """
 from __future__ import annotations
 
@@ -50,6 +50,8 @@ FORMAT = re.compile(r"^(?P<expr>.*?)\s+%(?P<spec>\S+)$", re.S)
 BLOCK = re.compile(r"<!--(?P<kind>measured|quoted)(?P<head>[^>]*?)-->(?P<inner>.*?)<!--/(?P=kind)-->", re.S)
 FENCE = re.compile(r"^(?P<f>```|~~~)[^\n]*\n.*?^(?P=f)[^\n]*$", re.M | re.S)
 COMMENT = re.compile(r"<!--.*?-->", re.S)
+# a block another generator owns (the README's results table, reporting/readme.py): not typed by hand
+GENERATED = re.compile(r"<!-- (?P<name>[a-z-]+):begin\b.*?-->.*?<!-- (?P=name):end -->", re.S)
 CODE = re.compile(r"(`+)[^`]*?\1")
 LINK_TARGET = re.compile(r"\]\([^)\s]*\)")
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
@@ -169,7 +171,7 @@ def _check_block(m: re.Match, doc: str, text: str, root: Path) -> str | None:
 
 def unmarked_numbers(text: str, doc: str, root: Path) -> list[str]:
     """One line per result number outside a marker, code, or a measured/quoted span (see the module doc)."""
-    text = FENCE.sub(_blank, text)
+    text = GENERATED.sub(_blank, FENCE.sub(_blank, text))
     text = CODE.sub(lambda m: _blank(m) if "<!--" in m.group(0) else m.group(0), text)   # markers shown as examples
     problems = [p for m in BLOCK.finditer(text) if (p := _check_block(m, doc, text, root))]
     for pattern in (BLOCK, MARK, COMMENT, CODE):
@@ -209,7 +211,7 @@ class Report:
 
     def stale(self) -> list[str]:
         return [f"{doc}:{c.line}: reads {c.old!r}, its sources give {c.new!r} [{c.body}]; regenerate: "
-                f"python -m decision_pipeline.reporting.docs_numbers docs/*.md"
+                f"python -m decision_pipeline.reporting.docs_numbers README.md docs/*.md"
                 for doc, o in self.outcomes.items() for c in o.changes]
 
 

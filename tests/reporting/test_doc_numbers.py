@@ -21,7 +21,7 @@ from decision_pipeline.reporting import docs_numbers as dn
 from decision_pipeline.reporting.doc_values import Sources, evaluate, render
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))
+DOCS = ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))
 
 
 def _copy(tmp_path: Path) -> Path:
