@@ -77,7 +77,7 @@ compare: $(STAMP)
 	$(PY) -m decision_pipeline.reporting.compare
 
 # Every stage of a micro run forced from scratch must leave git clean (two micro runs); `make test`
-# forces all but the training stages, whose byte-determinism has its own kill/resume tests
+# forces only the summarising and report stages (tests/pipeline/test_end_to_end.py: SUMMARISING)
 determinism: $(STAMP)
 	FULL_RERUN=1 PIPELINE_QUIET=1 $(PY) -m pytest -q tests/pipeline/test_end_to_end.py -k forced_rerun
 

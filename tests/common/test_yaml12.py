@@ -75,3 +75,8 @@ def test_twenty_failed_experiments_never_hide_their_edit(tmp_path):
         assert status.strip() == "M params.yaml", f"try {attempt}: git status hides the edit ({status!r})"
         run("git", "checkout", "--", "params.yaml")
         assert "x: 0.45" in (tmp_path / "params.yaml").read_text()
+    # and the experiment everyone runs first: DVC writes 5e-05, the stage reads a number (a string
+    # would fail the stage's `< 0`)
+    proc = run(*dvc, "exp", "run", "-S", "a.x=5e-5", check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "x: 5e-05" in (tmp_path / "params.yaml").read_text()

@@ -110,6 +110,24 @@ def test_two_cpu_processes_give_the_one_process_run(inputs, tiny_dir, tmp_path):
           f"largest weight difference {worst:.2e}")
 
 
+def wait_until_gone(needle: str, timeout: float = 60.0) -> None:
+    """Wait until no process has `needle` in its command line (the elastic agent's workers live in
+    sessions of their own and get their SIGKILL only when their parent has exited)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = []
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and needle.encode() in (proc / "cmdline").read_bytes():
+                    alive.append(proc.name)
+            except OSError:
+                continue
+        if not alive:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"processes {alive} still run {needle} {timeout} s after the kill")
+
+
 def checkpoint_step(work: Path) -> int:
     try:
         return int(torch.load(work / "seed-0.pt", weights_only=False)["step"])
@@ -134,8 +152,9 @@ def test_a_killed_two_process_run_resumes_in_one_process(inputs, tiny_dir, tmp_p
     deadline = time.monotonic() + 240
     while checkpoint_step(run / "work") < 10 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both training processes
+    os.killpg(proc.pid, signal.SIGKILL)  # the launcher; the training processes die with it (PR_SET_PDEATHSIG)
     proc.wait()
+    wait_until_gone(str(run))  # a worker can finish one more checkpoint in the moment its parent takes to exit
     killed_at = checkpoint_step(run / "work")
     assert 0 < killed_at < total, f"checkpoint at {killed_at} of {total}: no kill mid-run"
     assert not (run / "model").exists() and not (run / "metrics.json").exists()  # nothing partial is an output
