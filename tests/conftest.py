@@ -12,6 +12,20 @@ os.environ.setdefault("PIPELINE_QUIET", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# The longest files first. `make test` runs two workers that each take whole files in collection
+# order (pytest-xdist --dist loadfile); the end-to-end file (a micro run, ~10 minutes) collected
+# among the last kept one worker busy for minutes after the other had finished.
+LONGEST_FIRST = ("tests/pipeline/test_end_to_end.py", "tests/pipeline/test_real_checkpoint.py",
+                 "tests/scaling/test_ray_curate.py", "tests/lm/test_pretrain_launch.py",
+                 "tests/decision/test_launch.py")
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """Stable sort: the files above first, in that order; every other test keeps its place."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    root = str(config.rootpath)
+    items.sort(key=lambda item: rank.get(os.path.relpath(str(item.path), root).replace(os.sep, "/"), len(rank)))
+
 
 def sample_questions(n_per_cell: int = 4, seed: int = 0) -> list[dict]:
     from decision_pipeline.decision.item_splits import build_questions

@@ -245,3 +245,11 @@ def test_measured_and_quoted_spans_must_say_by_whom_and_why(tmp_path):
     found = dn.unmarked_numbers(text, "docs/x.md", tmp_path)
     assert [p.split(":")[1] for p in found] == ["1", "2", "3"]
     assert "names no file" in found[0] and "needs what measured it and the date" in found[1] and "research" in found[2]
+
+
+def test_a_block_another_generator_owns_is_not_checked_for_unmarked_numbers(tmp_path):
+    """The README's results table is written by reporting/readme.py from summary.json (its own test)."""
+    text = ("<!-- results-table:begin (generated) -->\n| a | 0.519 |\n<!-- results-table:end -->\n"
+            "typed by hand: 0.42\n")
+    problems = dn.unmarked_numbers(text, "README.md", tmp_path)
+    assert len(problems) == 1 and problems[0].startswith("README.md:4: unmarked result number '0.42'")
