@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from decision_pipeline.bench.adapter import S1mbParams
+from decision_pipeline.bench.params import S1mbParams
 from decision_pipeline.bench.data import S1mbDataParams
 from decision_pipeline.charter.annotate import AgreementParams, ReflectParams
 from decision_pipeline.charter.improve_run import ImproveParams
@@ -25,20 +25,14 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import BaseParams, load_section, read_params_file
 from decision_pipeline.curation.documents import IngestParams
 from decision_pipeline.curation.pipeline import CurateParams
-from decision_pipeline.decision.base_model import BaseModelParams
-from decision_pipeline.decision.calibration import CalibrateParams
 from decision_pipeline.decision.chains import SelectChainsParams
-from decision_pipeline.decision.evaluation import EvaluateParams
 from decision_pipeline.decision.generation import GenerateParams
 from decision_pipeline.decision.item_splits import ItemsParams
 from decision_pipeline.decision.lr_choice import LrSweepParams
-from decision_pipeline.decision.rl_probe import RlProbeParams
 from decision_pipeline.decision.rl_select import RlSelectParams
-from decision_pipeline.decision.rl_trainer import RLParams
-from decision_pipeline.decision.sft_trainer import SFTParams
-from decision_pipeline.lm.bpe import TokenizerParams
-from decision_pipeline.lm.runtime import RuntimeParams
-from decision_pipeline.lm.training import PretrainParams
+from decision_pipeline.decision.params import (BaseModelParams, CalibrateParams, EvaluateParams, RlProbeParams,
+                                               RLParams, SFTParams)
+from decision_pipeline.lm.params import PretrainParams, RuntimeParams, TokenizerParams
 
 SECTIONS: dict[str, type] = {
     "base": BaseParams, "items": ItemsParams, "ingest": IngestParams, "tokenizer": TokenizerParams,

@@ -5,33 +5,22 @@ summary functions turn them into the metrics review relies on.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from decision_pipeline.common import stats
-from decision_pipeline.common.params import rule
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.prompts import (chain_until_close, label_ids, post_chain_prefix, readout_prefix,
                                      thinking_prefix)
 from decision_pipeline.questions.schema import THINK_OPEN, gold_index
-from decision_pipeline.lm.backends import BACKENDS, Backend, SamplingSettings, backend_for_model
+from decision_pipeline.lm.backends import Backend, SamplingSettings, backend_for_model
 
 
-@dataclass
-class AnsweringParams:
-    """params.yaml `evaluate.answering`: how a model answers (calibrate reads the same keys, so the
-    post-chain temperatures are fitted on chains sampled exactly as in evaluation)."""
-    backend: str = rule(choices=BACKENDS, doc="engine that samples the thinking chains: hf or vllm")
-    batch_size: int = rule(min=1, doc="questions per forward batch")
-    max_new_tokens: int = rule(min=1, doc="token cap of a thinking chain")
-    temperature: float = rule(min=0.0, doc="chain sampling temperature (0 = greedy)")
-    top_p: float = rule(min=0.0, max=1.0, doc="nucleus sampling mass (1.0 = off)")
-    threads: int = rule(min=1, doc="torch CPU threads")
 from decision_pipeline.lm.readout import DEFAULT_BATCH_TOKENS, label_logits
 from decision_pipeline.lm.runtime import RuntimeParams
+from decision_pipeline.decision.params import AnsweringParams  # re-exported: params live apart from torch
 
 
 def readout(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questions: Sequence[dict],

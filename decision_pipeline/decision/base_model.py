@@ -17,25 +17,15 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import stable_subset
-from decision_pipeline.common.params import rule
 from decision_pipeline.decision.prompts import encode, thinking_prefix
 from decision_pipeline.questions.schema import LABELS, THINK_CLOSE, gold_index
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import count_params, load_model
 from decision_pipeline.lm.readout import continuation_nll
 from decision_pipeline.lm.weights import check_weights
+from decision_pipeline.decision.params import BaseModelParams  # re-exported: params live apart from torch
 
 
-@dataclass
-class BaseModelParams:
-    """Where the base model comes from and how many questions score it."""
-    source: str = rule(choices=("pretrain", "path"), doc="pretrain: the pretrain@curated model; path: `path`")
-    nll_items: int = rule(min=1, doc="held-out eval questions used for the gold-trace NLL")
-    path: str = rule(external=True, doc="local Hugging Face model directory when source is path (a dep of the stage); "
-                         "configs/external/none = none")
-    threads: int = rule(min=1, doc="torch CPU threads")
-    add_think_tokens: bool = rule(doc="add <think>/</think> as whole added tokens (and grow the embeddings) when the "
-                                      "base's tokenizer lacks them as single tokens, e.g. SmolLM2 or Llama")
 
 
 def base_source(p: BaseModelParams, pretrained: str | Path) -> Path:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -24,31 +23,16 @@ import numpy as np
 from decision_pipeline.common import stats
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_rng
-from decision_pipeline.common.params import rule
 from decision_pipeline.decision.answering import readout_summary
 from decision_pipeline.questions.schema import gold_index
+from decision_pipeline.decision.params import OFFSET_MODES, CalibrateParams  # re-exported: params live apart from torch
 
 
 LOWER_BOUND, UPPER_BOUND = 0.05, 20.0  # the temperature search range
 OFFSET_BOUND = 20.0  # |b| search range of the yes/no offset (logits)
-OFFSET_MODES = ("fitted", "tested", "off")
 YES_ID = "true"  # the yes option's id on yes/no (noul) questions (questions.schema)
 
 
-@dataclass
-class CalibrateParams:
-    """params.yaml `calibrate`: per-task temperatures on the calibration split."""
-    items: int = rule(min=1, doc="calibration questions used (a seed-free SHA-256 subset)")
-    alpha: float = rule(min=0.0, max=1.0, doc="level of the likelihood-ratio test a fitted temperature must pass")
-    resplits: int = rule(min=0, doc="halvings in the study of that rule on the calibration items (0 = skip)")
-    ece_bins: int = rule(min=2, doc="equal-width confidence bins of the ECE")
-    yes_offset: str = rule(choices=OFFSET_MODES, doc="the yes/no logit offset evaluation applies: fitted = the "
-                           "research's, fitted by NLL on the calibration split after the temperature; tested = kept "
-                           "only where its likelihood-ratio test against 0 passes alpha; off = none. A fit at the "
-                           "search bound (every yes/no item has one answer) is never applied")
-    folds: int = rule(min=2, doc="cross-fitting folds of the hypotheses H1-H4: each calibration item is scored by "
-                      "what the other folds fitted, so the tests read no item they were fitted on")
-    bootstrap: int = rule(min=10, doc="paired bootstrap resamples behind H1-H4 (CI and p) and the offset's CI")
 
 
 def significant_temperatures(logits: Sequence[np.ndarray], questions: Sequence[dict],

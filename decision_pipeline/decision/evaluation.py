@@ -2,32 +2,23 @@
 comparison with a baseline model's records on the same questions."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from decision_pipeline.common import stats
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.common.params import rule
 from decision_pipeline.decision import metrics as dm
 from decision_pipeline.decision.decision_score import decision_score, fit_label_prior
 from decision_pipeline.decision.router import compare_routers
-from decision_pipeline.decision.answering import AnsweringParams
 from decision_pipeline.decision.parsing import parse_with_reason, unparsed_by_reason
 from decision_pipeline.questions.schema import THINK_OPEN
+from decision_pipeline.decision.params import EvaluateParams  # re-exported: params live apart from torch
 
 # The split the Decision Score's label prior is fitted on: labels the evaluated model is never scored on
 PRIOR_SPLIT = "calibration"
 
 
-@dataclass
-class EvaluateParams:
-    """params.yaml `evaluate`: the eval split, answered by readout and by thinking."""
-    answering: AnsweringParams = rule(doc="how the model answers (calibrate reads the same keys)")
-    max_items: int = rule(min=1, doc="eval questions used (a seed-free SHA-256 subset)")
-    ece_bins: int = rule(min=2, doc="equal-width confidence bins of the ECE and reliability plot")
-    bootstrap: int = rule(min=10, doc="bootstrap resamples behind every confidence interval")
 
 
 def answer_records(questions: Sequence[dict], logits: Sequence[np.ndarray], chains: Sequence[dict]) -> list[dict]:

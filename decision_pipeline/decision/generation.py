@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable, Mapping, Sequence
 
-from transformers import PreTrainedTokenizerBase
+if TYPE_CHECKING:  # a type only: checking params must not import transformers
+    from transformers import PreTrainedTokenizerBase
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.fingerprint import model_fingerprint, run_fingerprint

@@ -9,9 +9,10 @@
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from transformers import PreTrainedTokenizerBase
+if TYPE_CHECKING:  # a type only: checking params must not import transformers
+    from transformers import PreTrainedTokenizerBase
 
 from decision_pipeline.questions.schema import ANSWER_PREFIX, THINK_CLOSE, THINK_OPEN, label_tokens, user_message
 

@@ -22,29 +22,17 @@ from decision_pipeline.common.fingerprint import model_fingerprint, run_fingerpr
 from decision_pipeline.common.hashing import stable_subset
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.common.log import info
-from decision_pipeline.common.params import rule
 from decision_pipeline.decision import sharding
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.prompts import chain_until_close
 from decision_pipeline.questions.schema import gold_index
-from decision_pipeline.lm.backends import BACKENDS, SamplingSettings
+from decision_pipeline.lm.backends import SamplingSettings
+from decision_pipeline.decision.params import RlProbeParams  # re-exported: params live apart from torch
 
 SOURCE = "sft"
 ORIGINS = ("fresh", "sft")
 
 
-@dataclass
-class RlProbeParams:
-    """params.yaml `rl_probe`: which questions are probed and how many chains each."""
-    k: int = rule(min=2, doc="chains per candidate question (eligibility is 1..k-1 correct)")
-    fresh_questions: int = rule(min=0, doc="candidates from the rl split (never trained on), SHA-256 subset")
-    sft_questions: int = rule(min=0, doc="candidates from the SFT pool questions, SHA-256 subset")
-    backend: str = rule(choices=BACKENDS, doc="engine that samples the probe chains: hf or vllm")
-    batch_size: int = rule(min=1, doc="prompts per forward batch")
-    chunk: int = rule(min=1, doc="questions per resumable unit of the log")
-    threads: int = rule(min=1, doc="torch CPU threads of each worker (the same for any number of workers)")
-    workers: int = rule(min=1, doc="probe processes (CPU) or GPUs with one engine each; chunk i goes to worker "
-                                   "i mod workers and chains.jsonl is the same for any value")
 
 
 @dataclass(frozen=True)

@@ -20,30 +20,17 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.common.params import rule
 from decision_pipeline.decision.parsing import parse_answer
+from decision_pipeline.decision.params import RewardParams  # re-exported: params live apart from torch
 
 RewardFn = Callable[..., list]
 
 _FORMAT = re.compile(r"</think>\s*Answer:\s*[A-H]\s*$")
 
 
-@dataclass
-class RewardParams:
-    """params.yaml `rl.reward`: the numbers inside the reward rules."""
-    right: float = rule(doc="reward for the gold answer")
-    wrong: float = rule(doc="reward for a wrong or unparsable answer after a closed chain")
-    defensible: float = rule(doc="reward for a non-gold answer with target mass >= defensible_min (soft questions)")
-    defensible_min: float = rule(min=0.0, max=1.0, doc="target mass that makes a non-gold answer defensible")
-    unfinished: float = rule(max=0.0, doc="reward for a chain still open (no </think>) at the token cap")
-    length_target: int = rule(min=1, doc="completion tokens above which the length penalty starts")
-    length_per_token: float = rule(min=0.0, doc="penalty per completion token above length_target")
-    length_max_penalty: float = rule(min=0.0, doc="largest length penalty (a positive number, subtracted)")
-    format_bonus: float = rule(min=0.0, doc="reward for a completion ending `</think> Answer: X`")
 
 
 # ------------------------------------------------------------- pure rules

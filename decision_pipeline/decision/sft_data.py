@@ -31,9 +31,9 @@ from trl import SFTTrainer
 from decision_pipeline.lm.launch import CpuProcessesResume
 from decision_pipeline.decision.prompts import chat_prefix, encode, label_ids, readout_prefix
 from decision_pipeline.questions.schema import LABELS, gold_index, target_vector
+from decision_pipeline.decision.params import TARGET_MODES  # the SFTParams choices
 
 MAX_LABELS = len(LABELS)
-TARGET_MODES = ("vote_mix", "gold_only", "gold_onehot")
 
 
 def gold_target(q: dict) -> np.ndarray:

@@ -9,7 +9,6 @@ makes saved and reloaded ids identical (a test checks it).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -17,8 +16,8 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalize
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.common.params import rule
 from decision_pipeline.questions.schema import LABELS, assistant_answer, gold_index, user_message
+from decision_pipeline.lm.params import TokenizerParams  # re-exported: params live apart from transformers
 
 QWEN_SPLIT_REGEX = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"""
                     r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
@@ -29,12 +28,6 @@ MARKUP_TOKENS = [THINK_OPEN, THINK_CLOSE]
 
 
 
-@dataclass
-class TokenizerParams:
-    """The default profile's byte-level BPE (stage `tokenizer`)."""
-    vocab_size: int = rule(min=300, max=65535, doc="BPE vocabulary size, special and markup tokens included")
-    min_frequency: int = rule(min=1, doc="a merge must occur at least this often in the corpus")
-    model_max_length: int = rule(min=64, doc="model_max_length saved with the tokenizer")
 
 
 # ChatML with {% generation %} around assistant turns, so TRL's

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -26,7 +25,7 @@ import yaml
 from transformers import Trainer
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.common.params import rule
+from decision_pipeline.lm.params import LaunchParams  # re-exported: params live apart from torch
 
 T = TypeVar("T")
 LAUNCHED_ENV = "DECISION_PIPELINE_LAUNCHED"
@@ -36,13 +35,6 @@ IN_PROCESS = ("NO", "MULTI_GPU")  # with one process these are a plain run: no l
 GPU_ONLY = ("FSDP", "DEEPSPEED")  # MULTI_GPU runs on CPU too (gloo), these do not
 
 
-@dataclass
-class LaunchParams:
-    """`<section>.launch`: how many training processes and which accelerate config starts them."""
-    config: str = rule(doc="accelerate config file (configs/accelerate/*.yaml: ddp, fsdp, zero2, zero3); "
-                           "a dep of the stage")
-    num_processes: int = rule(min=1, doc="training processes (one per GPU; on CPU gloo DDP with the threads "
-                                         "split between them); the global batch stays the same")
 
 
 def rank() -> int:

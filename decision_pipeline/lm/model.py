@@ -5,24 +5,15 @@ same code paths (chat template, LoRA target modules, vLLM) serve both profiles.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel, Qwen2Config, Qwen2ForCausalLM
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.common.params import rule
+from decision_pipeline.lm.params import TinyModelSpec  # re-exported: params live apart from torch
 
 
-@dataclass
-class TinyModelSpec:
-    """Shape of the from-config model; vocab size comes from the trained tokenizer."""
-    hidden_size: int = rule(min=16, doc="model width (a multiple of num_heads)")
-    num_layers: int = rule(min=1, doc="transformer blocks")
-    num_heads: int = rule(min=1, doc="attention heads")
-    intermediate_size: int = rule(min=16, doc="MLP width")
-    max_positions: int = rule(min=32, doc="maximum sequence length (RoPE positions)")
 
 
 def build_tiny_model(spec: TinyModelSpec, vocab_size: int, pad_token_id: int, eos_token_id: int,

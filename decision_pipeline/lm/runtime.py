@@ -7,31 +7,14 @@ them from here, so a GPU run cannot silently fall back to CPU fp32 (a CPU-only t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.common.params import rule
-
-DEVICES = ("auto", "cpu", "cuda")
+from decision_pipeline.lm.params import DEVICES, RuntimeParams  # re-exported: params live apart from torch
 
 
-@dataclass
-class RuntimeParams:
-    """params.yaml `runtime`: the device models load on and the memory knobs of the engines."""
-    device: str = rule(choices=DEVICES, default="auto",
-                       doc="auto = cuda when torch sees a GPU, else cpu; cuda on a CPU-only torch is an error")
-    readout_batch_tokens: int = rule(min=1, default=8192,
-                                     doc="readout batches are packed by tokens (rows x longest padded length)")
-    vllm_gpu_memory_utilization: float = rule(gt=0.0, max=1.0, default=0.85,
-                                              doc="share of the GPU's memory a vLLM generation engine may take")
-    vllm_max_model_len: int = rule(min=0, default=0,
-                                   doc="vLLM context length (prompt + completion); 0 = the model's own")
-    hf_decode: str = rule(choices=("eager", "static_cudagraphs", "static_inductor"), default="eager",
-                          doc="hf backend decoding: eager, or a static KV cache with a compiled forward replayed "
-                              "as CUDA graphs (static_cudagraphs: seconds to compile; static_inductor: inductor "
-                              "kernels, minutes); greedy tokens equal eager's (docs/gpu.md)")
+
 
 
 def resolve_device(device: str = "auto") -> torch.device:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -23,45 +22,15 @@ from decision_pipeline.common.io import atomic_file
 from decision_pipeline.common.hashing import make_rng
 from decision_pipeline.common.log import info
 from decision_pipeline.common.progress import LiveMetrics, TrainingProgress
-from decision_pipeline.common.params import rule
-from decision_pipeline.lm.launch import LaunchParams, is_main, rank, world_size
-from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model, count_params
+from decision_pipeline.lm.launch import is_main, rank, world_size
+from decision_pipeline.lm.model import build_tiny_model, count_params
+from decision_pipeline.lm.params import PretrainParams  # re-exported: params live apart from torch
 
 # Fixed by design, not params: AdamW(betas 0.9/0.95) with this decay and clipping.
 WEIGHT_DECAY = 0.1
 GRAD_CLIP = 1.0
 
 
-@dataclass
-class PretrainParams:
-    """The small GPT, its training loop and the seeds every selection is trained over (stage `pretrain`)."""
-    model: TinyModelSpec = rule(doc="shape of the from-config Qwen2 model")
-    seq_len: int = rule(min=16, doc="training and evaluation window in tokens")
-    batch_size: int = rule(min=1, doc="windows per optimizer step")
-    lr: float = rule(gt=0.0, doc="peak AdamW learning rate (cosine schedule)")
-    warmup_steps: int = rule(min=0, doc="linear warmup steps (at most half the run)")
-    epochs: int = rule(min=1, doc="passes over the packed budget")
-    bf16: bool = rule(doc="bf16 autocast (CPU, and CUDA when there is a GPU); weights and optimizer stay fp32")
-    threads: int = rule(run_control=True, min=1, doc="torch CPU threads")
-    seeds: int = rule(min=1, doc="runs per selection, each with its own init seed and document order; the spread "
-                                 "over them is the noise any gap between selections must beat")
-    save_steps: int = rule(run_control=True, min=0, doc="checkpoint every N steps (and at the end of each seed) so a killed stage "
-                                      "resumes; 0 = no checkpoints")
-    launch: LaunchParams = rule(run_control=True, doc="training processes (DDP: each takes an equal share of every batch) and the "
-                                    "accelerate config that starts them")
-    noise: str = rule(choices=("both", "order", "init"), doc="what differs between seeds: both (init and order), "
-                      "order (fixed init; document and window order) or init (fixed order); every seed, 0 included, "
-                      "trains on a seeded shuffle of its selection, the same policy in every arm, so arms pair by seed")
-    init_offset: int = rule(min=0, doc="added to every seed's init seed: a noise study varies the "
-                            "initialisation alone with it (reporting/noise_study.py, source pretrain_init)")
-    order_offset: int = rule(min=0, doc="added to every seed's order seed: a noise study varies the "
-                             "document and window order alone with it (source pretrain_order)")
-
-    def __post_init__(self) -> None:
-        if self.batch_size % self.launch.num_processes:
-            raise PipelineError(f"params.yaml: pretrain.batch_size ({self.batch_size}) must be divisible by "
-                                f"pretrain.launch.num_processes ({self.launch.num_processes}): the global batch "
-                                "is split evenly across the processes")
 
 
 def selected_texts(pool: Mapping[str, str], ids: Sequence[str], selection: str) -> list[str]:

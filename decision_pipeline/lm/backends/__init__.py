@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.lm.params import BACKENDS  # re-exported: the params' choices live with the params
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,6 @@ class Backend(Protocol):
     def generate(self, prompt_ids: Sequence[Sequence[int]], settings: SamplingSettings) -> list[Completion]:
         ...
 
-
-BACKENDS = ("hf", "vllm", "openai")
 
 
 def make_backend(name: str, **kwargs: Any) -> Backend:
