@@ -66,10 +66,13 @@ report: $(STAMP)
 
 # PR review: params and metrics diff against BASE, each metric change marked inside/outside its
 # run-to-run noise (metrics/noise/, `make noise`; SOURCE=reseed|sft_seed|... overrides the automatic choice) -> review/review.md; `dvc plots diff BASE --json` redrawn offline (matplotlib PNGs,
-# no CDN) -> review/plots/index.html (decision_pipeline/reporting/review_plots.py)
+# no CDN) -> review/plots/index.html (decision_pipeline/reporting/review_plots.py). RECOMPUTE=1 reruns BASE on this
+# machine first (a temporary worktree sharing the DVC run cache: stages this machine ran are restored, not rerun) so
+# another CPU's float drift in BASE's committed metrics does not read as a change (reporting/rebase.py)
 BASE ?= main
+RECOMPUTE ?=
 review: $(STAMP)
-	$(PY) -m decision_pipeline.reporting.review --base $(BASE) --out review $(if $(SOURCE),--source $(SOURCE))
+	$(PY) -m decision_pipeline.reporting.review --base $(BASE) --out review $(if $(SOURCE),--source $(SOURCE)) $(if $(filter 1 yes true,$(RECOMPUTE)),--recompute-base)
 
 # The experiments' headline numbers beside the committed run's, each change marked against its run-to-run
 # noise (reporting/compare.py; `dvc exp show --md --only-changed` shows the same numbers unmarked)

@@ -16,6 +16,8 @@ of setup. Every metrics/**.json file is compared, not only the ones `dvc metrics
 report's headline numbers come first.
 
     python -m decision_pipeline.reporting.review --base main --out review   # make review
+    python -m decision_pipeline.reporting.review --base main --recompute-base  # make review RECOMPUTE=1: main rerun
+                                                                             # here (run cache), not its committed metrics
     python -m decision_pipeline.reporting.review --coverage                  # metrics with no recorded noise
 """
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
-from decision_pipeline.reporting import review_plots
+from decision_pipeline.reporting import rebase, review_plots
 from decision_pipeline.reporting.git_runs import metrics_at
 from decision_pipeline.reporting.noise_study import NOISE_DIR, NOT_RUN_OUTPUTS
 from decision_pipeline.reporting.sections import SECTIONS
@@ -241,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="review", help="folder for review.md and the plots diff")
     ap.add_argument("--source", default="auto", help="noise source: auto, reseed, data, pretrain, sft_seed, rl_seed")
     ap.add_argument("--no-plots", action="store_true", help="skip the offline `dvc plots diff` page")
+    ap.add_argument("--recompute-base", action="store_true",
+                    help="reproduce --base here (a temporary worktree sharing the DVC cache and run cache) and compare "
+                         "with its metrics instead of the committed ones, so another CPU's float drift is not a change")
     ap.add_argument("--coverage", action="store_true", help="list the metrics without a run-to-run noise, then stop")
     args = ap.parse_args(argv)
     try:
@@ -264,7 +269,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.source != "auto" and not needed <= available:
             raise PipelineError(f"--source {source}: no {NOISE_DIR}/{source}.json recorded (have: "
                                 f"{', '.join(sorted(available)) or 'none'}); pick one of those or run make noise")
-        diff = diff_metrics(metrics_at(args.base, NOT_RUN_OUTPUTS), workspace_metrics())
+        if args.recompute_base:
+            base_metrics, counts = rebase.recompute(args.base, workspace_metrics)
+            print(rebase.summary(args.base, counts), file=sys.stderr)
+        else:
+            base_metrics = metrics_at(args.base, NOT_RUN_OUTPUTS)
+        diff = diff_metrics(base_metrics, workspace_metrics())
         plots = None
         if not args.no_plots:
             plots = f"{args.out}/plots"

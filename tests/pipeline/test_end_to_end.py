@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from decision_pipeline.common import local_s3
+from decision_pipeline.reporting import rebase, review
 from decision_pipeline.common.profiles import dump, merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -242,3 +243,42 @@ def test_a_forced_rerun_of_the_committed_state_leaves_git_clean(repo, tmp_path):
     _run(["dvc", "repro", "--force", "--single-item", *stages], clone)
     changed = _run(["git", "status", "--porcelain"], clone).stdout
     assert changed == "", f"a rerun changed tracked files:\n{changed}\n" + _run(["git", "diff", "--stat"], clone).stdout
+
+
+@pytest.mark.slow
+def test_the_readme_experiment_compares_on_one_screen(repo, tmp_path, monkeypatch):
+    """#36: the README's one-param experiment, then its compare command, fits a screen (< 40 columns).
+
+    `dvc exp show` draws a column per changed param, dependency hash and declared metric; only the
+    headline file (metrics/headline.json) and the training stages' last values are declared metrics,
+    so a variant shows its param and the headline numbers it moved, not the ~1,700 detail values.
+    """
+    clone = tmp_path / "exp"
+    shutil.copytree(repo, clone, symlinks=True)
+    _run(["git", "add", "-A"], clone)
+    _run(["git", "commit", "-qm", "the run", "--allow-empty"], clone)
+    before = yaml.safe_load((clone / "params.yaml").read_text())["s1mb"]["route_fraction"]
+    assert before != 0.2, "the micro profile already routes 0.2: pick another value for this test"
+    committed = review.workspace_metrics(clone)
+    _run(["dvc", "exp", "run", "-n", "route02", "-S", "s1mb.route_fraction=0.2"], clone)
+    table = _run(["dvc", "exp", "show", "--md", "--only-changed", "--no-pager"], clone).stdout
+    header = next(line for line in table.splitlines() if line.startswith("|"))
+    columns = [c.strip() for c in header.strip().strip("|").split("|")]
+    assert len(columns) < 40, f"dvc exp show --only-changed prints {len(columns)} columns: {columns}"
+    assert "s1mb.route_fraction" in columns, columns
+    row = next(line for line in table.splitlines() if "route02" in line)
+    cells = [c.strip() for c in row.strip().strip("|").split("|")]
+    assert cells[columns.index("s1mb.route_fraction")] == "0.2", row
+
+    # #34.3: the base recomputed on this machine (make review RECOMPUTE=1) reruns only the stages the
+    # experiment changed (the three s1mb@ and the report), equals what this machine committed, and the
+    # review then shows only what the experiment moved
+    monkeypatch.setenv("PATH", f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")  # the stages' `python`
+    recomputed, counts = rebase.recompute("HEAD", review.workspace_metrics, clone)
+    assert counts["ran"] == 4 and counts["skipped"] > 40, counts
+    assert recomputed == committed
+    moved = {path for path, changes in review.diff_metrics(recomputed, review.workspace_metrics(clone)).items()
+             if changes}
+    assert moved and all(p.startswith(("metrics/s1mb/", "metrics/summary.json", "metrics/headline.json"))
+                         for p in moved), moved
+    assert "review-base-" not in _run(["git", "worktree", "list"], clone).stdout
