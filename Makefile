@@ -67,7 +67,8 @@ report: $(STAMP)
 # PR review: params and metrics diff against BASE, each metric change marked inside/outside its
 # run-to-run noise (metrics/noise/, `make noise`; SOURCE=reseed|sft_seed|... overrides the automatic choice) -> review/review.md; `dvc plots diff BASE --json` redrawn offline (matplotlib PNGs,
 # no CDN) -> review/plots/index.html (decision_pipeline/reporting/review_plots.py). RECOMPUTE=1 reruns BASE on this
-# machine first (a temporary worktree sharing the DVC run cache: stages this machine ran are restored, not rerun) so
+# machine first (a temporary worktree sharing the DVC cache that starts from this workspace's dvc.lock and outputs:
+# only the stages whose code, params or inputs differ rerun) so
 # another CPU's float drift in BASE's committed metrics does not read as a change (reporting/rebase.py)
 BASE ?= main
 RECOMPUTE ?=

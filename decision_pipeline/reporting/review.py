@@ -17,7 +17,7 @@ report's headline numbers come first.
 
     python -m decision_pipeline.reporting.review --base main --out review   # make review
     python -m decision_pipeline.reporting.review --base main --recompute-base  # make review RECOMPUTE=1: main rerun
-                                                                             # here (run cache), not its committed metrics
+                                                                             # here (reporting/rebase.py), not its committed metrics
     python -m decision_pipeline.reporting.review --coverage                  # metrics with no recorded noise
 """
 from __future__ import annotations
@@ -244,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source", default="auto", help="noise source: auto, reseed, data, pretrain, sft_seed, rl_seed")
     ap.add_argument("--no-plots", action="store_true", help="skip the offline `dvc plots diff` page")
     ap.add_argument("--recompute-base", action="store_true",
-                    help="reproduce --base here (a temporary worktree sharing the DVC cache and run cache) and compare "
+                    help="reproduce --base here (a temporary worktree starting from this workspace's run, so only what differs "
+                         "reruns) and compare "
                          "with its metrics instead of the committed ones, so another CPU's float drift is not a change")
     ap.add_argument("--coverage", action="store_true", help="list the metrics without a run-to-run noise, then stop")
     args = ap.parse_args(argv)
