@@ -32,7 +32,8 @@ def generate_to_log(p: GenerateParams, seed: int, model, tok: PreTrainedTokenize
 
     A log written for other params or another base model is discarded first (its
     fingerprint is kept beside it). The base model's chains are spread over
-    `p.workers` processes, each with its own shard log; the teacher's follow in this
+    `p.workers` processes, each with its own shard log (or `p.workers` Ray actors whose chunks the
+    driver logs: `engine: ray`, ray_generation.py); the teacher's follow in this
     process; `chains.jsonl` is written once, whole, when every chain is in. With
     `metrics["stopped_early"]` (deadline or teacher token cap) the shard logs are
     complete up to a chunk boundary, no `chains.jsonl` is written, and a rerun resumes.
@@ -42,16 +43,22 @@ def generate_to_log(p: GenerateParams, seed: int, model, tok: PreTrainedTokenize
     fp_file = out / "fingerprint.txt"
     stale = not fp_file.exists() or fp_file.read_text().strip() != fp
     logged = [] if stale else sharding.logged_records(out)
-    # the teacher first: an unreachable endpoint fails before anything in `out_dir` is written
+    # the teacher first: an unreachable endpoint fails before anything in `out_dir` is written;
     teacher = teacher_source(p, tok, teacher_spent(logged))
+    workers = sharding.Workers(model_dir, p.backend, p.batch_size, p.threads, p.workers)
+    if p.engine == "ray":  # likewise an unreachable or too small cluster
+        from decision_pipeline.decision import ray_generation  # Ray only when asked for
+        ray_generation.attach(p.ray, workers, "generate")
     if stale:
         start_log(out, fp)
     settings = SamplingSettings(max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
                                 n=p.k, seed=seed, stop_token_ids=(tok.eos_token_id,))
     deadline = started + 60 * p.deadline_minutes if p.deadline_minutes else None
-    workers = sharding.Workers(model_dir, p.backend, p.batch_size, p.threads, p.workers)
     try:
-        stats = sharding.generate_sharded(out, "base", questions, settings, tok, p.chunk, workers, model, deadline)
+        if p.engine == "ray":
+            stats = ray_generation.generate_on_ray(out, "base", questions, settings, p.chunk, workers, p.ray, deadline)
+        else:
+            stats = sharding.generate_sharded(out, "base", questions, settings, tok, p.chunk, workers, model, deadline)
         if not stats["stopped_early"] and p.teacher != "none":
             chains = sharding.generate_in_process(out, "teacher", teacher, questions, settings, tok, p.chunk,
                                                   deadline, desc="generate teacher")
