@@ -8,7 +8,7 @@ STAMP   := .venv/.installed
 # dvc.yaml commands call `python`: the venv's must come first on PATH
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: install run docs determinism profile check test bench gpu-params clean-venv s3-local report review noise review-ui review-export preflight memory-plan gpu-install cohort gpu-check dag pull compare
+.PHONY: install run docs determinism profile check test bench gpu-params clean-venv s3-local report review noise noise-collect review-ui review-export preflight memory-plan gpu-install cohort gpu-check dag pull compare
 
 $(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml
 	python3.11 -m venv .venv || python3 -m venv .venv
@@ -94,6 +94,15 @@ noise: $(STAMP)
 	$(PY) -m decision_pipeline.reporting.noise_study --plan $(if $(RUNS),--runs $(RUNS))
 	$(PY) -m decision_pipeline.reporting.noise_study --run
 	$(PY) -m decision_pipeline.reporting.noise_study --collect
+	$(DVC) repro --force --single-item report   # the report reads metrics/noise/ (study outputs, not its DVC deps)
+	$(MAKE) docs
+
+# A study stopped part-way (out of time, a run that keeps failing): collect the runs that finished; each
+# noise file and metrics/claims.json name the planned runs they lack (not_run)
+noise-collect: $(STAMP)
+	$(PY) -m decision_pipeline.reporting.noise_study --collect --finished-only
+	$(DVC) repro --force --single-item report
+	$(MAKE) docs
 
 # Borda cohort: copy this run's base/SFT/RL S1MB model folders into configs/s1mb_cohort (then point
 # s1mb.cohort_dir at it); the reference scorers (uniform, label prior, majority) rank in every run anyway

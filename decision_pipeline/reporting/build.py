@@ -150,8 +150,8 @@ def stages_of(root: Path, params_path: Path) -> list[tuple[str, str]]:
 def noise_note(store: Store) -> str:
     book = NoiseBook(store)
     if book.present:
-        return (f"Run-to-run noise is the SD over {book.n} whole-chain reseeds (metrics/noise/reseed.json) "
-                "wherever the noise study covers a number.")
+        return (f"Run-to-run noise is the SD over {book.n} whole-chain runs (the committed run and {book.n - 1} "
+                "reseeds of base.seed, metrics/noise/reseed.json) wherever the noise study covers a number.")
     return ("No whole-chain noise study yet (metrics/noise/reseed.json): the noise shown is within-run (e.g. the "
             "half-range over this run's pretrain seeds) and understates a rerun's spread.")
 

@@ -32,10 +32,11 @@ class Noise:
 
 
 def label(value: float, source: str, n: int | None, spec: str, what: str = "") -> str:
-    """'SD ±0.51 (6 whole-chain reseeds)' or 'within-run ±0.23 (half-range, 3 pretrain seeds)'."""
+    """'SD ±0.51 (6 whole-chain runs)' (the committed run and 5 reseeds) or 'within-run ±0.23 (half-range,
+    3 pretrain seeds)'."""
     v = format(value, spec)
     if source == WHOLE_CHAIN:
-        return f"SD \u00b1{v} ({n} whole-chain reseeds)" if n else f"SD \u00b1{v} (whole-chain reseeds)"
+        return f"SD \u00b1{v} ({n} whole-chain runs)" if n else f"SD \u00b1{v} (whole-chain runs)"
     runs = f"{n} {what}" if n and what else (what or "repeats in this run")
     return f"within-run \u00b1{v} (half-range, {runs})"
 

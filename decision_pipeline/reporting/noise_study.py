@@ -17,7 +17,8 @@ Sources (SOURCES): `reseed` (base.seed: everything), `data` (the generated quest
 `pretrain_init`, `pretrain_order`, `sft_seed`, `rl_seed`. A run reruns only the stages downstream of
 what it changes. `--collect` writes, all or nothing:
 - metrics/noise/<source>.json: per metrics file and key, over the baseline and the source's runs,
-  n, sd, halfrange and mean (spread.py);
+  n, sd, halfrange and mean (spread.py); `--finished-only` collects a study stopped part-way and names
+  the planned runs it lacks (`not_run`);
 - metrics/claims.json: the research's comparisons (CLAIMS) with one paired difference per
   whole-chain run (baseline + reseeds) and the verdict of common/verdict.py (>= 5 runs).
 """
@@ -180,14 +181,21 @@ def claims(runs: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict:
     return {"n_min": next(iter(out.values()))["n_min"] if out else None, "source": "reseed", "comparisons": out}
 
 
-def collect(manifest: Mapping[str, Any]) -> dict[str, dict]:
-    """Every file `--collect` writes ({path: content}), computed before anything is written."""
+def collect(manifest: Mapping[str, Any], finished_only: bool = False) -> dict[str, dict]:
+    """Every file `--collect` writes ({path: content}), computed before anything is written.
+
+    `finished_only`: planned runs without results are left out and named in each file's `not_run`
+    (a study stopped part-way, reported as what it is) instead of failing the collection."""
     baseline = manifest["baseline"]
     base_params = params_at(baseline)
     base_metrics = metrics_at(baseline, NOT_RUN_OUTPUTS)
     refs = exp_refs(baseline)
     by_source: dict[str, list[tuple[str, dict]]] = {name: [("baseline", base_metrics)] for name in SOURCES}
+    not_run: dict[str, list[str]] = {name: [] for name in SOURCES}
     for name, entry in sorted(manifest["runs"].items()):
+        if name not in refs and finished_only:
+            not_run[entry["source"]].append(name)
+            continue
         if name not in refs:
             cmd = " ".join(queue_command(name, entry["overrides"]))
             raise PipelineError(f"noise study: run {name} has no results (failed or not run; see `dvc queue status`); "
@@ -200,12 +208,14 @@ def collect(manifest: Mapping[str, Any]) -> dict[str, dict]:
             continue
         files[f"{NOISE_DIR}/{source}.json"] = {
             "source": source, "varies": SOURCES[source].varies, "baseline": baseline,
-            "runs": [n for n, _ in runs], "n": len(runs), "spread": spreads([m for _, m in runs])}
+            "runs": [n for n, _ in runs], "n": len(runs), "not_run": not_run[source],
+            "spread": spreads([m for _, m in runs])}
     if f"{NOISE_DIR}/reseed.json" not in files:
         raise PipelineError("noise study: no reseed run has results; the whole-chain noise and the claims need them "
                             "(queue with --runs reseed=6)")
     reseed = by_source["reseed"]
-    files[CLAIMS_FILE] = {"baseline": baseline, **claims([m for _, m in reseed], [n for n, _ in reseed])}
+    files[CLAIMS_FILE] = {"baseline": baseline, "not_run": not_run["reseed"],
+                          **claims([m for _, m in reseed], [n for n, _ in reseed])}
     return files
 
 
@@ -248,12 +258,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", nargs="*", default=[], metavar="SOURCE=N",
                     help=f"runs per source, the committed run included (defaults {DEFAULT_RUNS})")
     ap.add_argument("--collect", action="store_true", help=f"read the runs back into {NOISE_DIR}/ and {CLAIMS_FILE}")
+    ap.add_argument("--finished-only", action="store_true",
+                    help="with --collect: leave out planned runs that have no results (named in each file's not_run)")
     args = ap.parse_args(argv)
     try:
         if args.collect:
             if not Path(MANIFEST).is_file():
                 raise PipelineError(f"{MANIFEST}: no planned noise study; plan and run one first (make noise)")
-            files = collect(json.loads(Path(MANIFEST).read_text(encoding="utf-8")))
+            files = collect(json.loads(Path(MANIFEST).read_text(encoding="utf-8")), args.finished_only)
             write_all(files)
             for path, content in sorted(files.items()):
                 size = sum(len(v) for v in content.get("spread", {}).values()) or len(content.get("comparisons", {}))

@@ -84,11 +84,11 @@ def _params(root: Path, rev: str) -> dict:
                                          text=True, check=True).stdout)
 
 
-def _collect(root: Path, manifest: dict) -> dict:
+def _collect(root: Path, manifest: dict, finished_only: bool = False) -> dict:
     cwd = os.getcwd()
     os.chdir(root)
     try:
-        return ns.collect(manifest)
+        return ns.collect(manifest, finished_only)
     finally:
         os.chdir(cwd)
 
@@ -132,6 +132,20 @@ def test_bad_studies_are_one_line_and_write_nothing(repo, tmp_path):
     with pytest.raises(PipelineError, match="run noise-sft_seed-1 changes"):
         _collect(root, {"baseline": head, "runs": wrong})
     assert not (root / "metrics" / "noise").exists() and not (root / "metrics" / "claims.json").exists()
+
+
+def test_a_study_stopped_part_way_is_collected_as_what_it_is(repo):
+    """--finished-only: the planned runs without results are named, the spreads and claims use the rest."""
+    root, head, todo = repo
+    planned = {**todo, "noise-reseed-6": {"source": "reseed", "overrides": {"base.seed": 16}},
+               "noise-rl_seed-1": {"source": "rl_seed", "overrides": {"rl.seed_offset": 1}}}
+    files = _collect(root, {"baseline": head, "runs": planned}, finished_only=True)
+    reseed = files["metrics/noise/reseed.json"]
+    assert reseed["n"] == 6 and reseed["not_run"] == ["noise-reseed-6"]
+    assert files["metrics/noise/sft_seed.json"]["not_run"] == []
+    assert "metrics/noise/rl_seed.json" not in files  # no finished run: no spread
+    assert files["metrics/claims.json"]["not_run"] == ["noise-reseed-6"]
+    assert files["metrics/claims.json"]["comparisons"]["sft_vs_base_readout"]["n"] == 6
 
 
 def test_cli_refuses_without_a_queued_study(tmp_path):

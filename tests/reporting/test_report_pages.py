@@ -122,7 +122,7 @@ def test_noise_is_the_whole_chain_sd_where_measured_and_labelled(full_report):
     assert summary["curated_heldout_ppl_noise_source"] == "reseed" and summary["curated_heldout_ppl_noise_n"] == 6
     assert summary["random_heldout_ppl_noise_source"] == "within-run"      # not in the study: within-run, said so
     table = render_table(summary)
-    assert "SD \u00b10.51 (6 whole-chain reseeds)" in table
+    assert "SD \u00b10.51 (6 whole-chain runs)" in table
     assert "within-run \u00b1" in table and "pretrain seeds)" in table
 
 
@@ -144,8 +144,8 @@ def test_claims_decide_what_is_called_detected_and_page_one_states_the_gate(full
     assert "Claims From metrics/claims.json" in page3 and "not tested" in page3 and "fewer than n_min 5" in page3
 
 
-def test_without_study_or_claims_the_report_says_so(run_root):
-    build(run_root)
+def test_without_study_or_claims_the_report_says_so(built):
+    run_root, _, _ = built                                  # the fixture tree as it is: no study, no claims
     doc = pdfium.PdfDocument(str(run_root / "report/report.pdf"))
     page1 = " ".join(doc[0].get_textpage().get_text_range().split())
     assert "No whole-chain noise study yet" in page1 and "No claims file" in page1
