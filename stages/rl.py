@@ -1,7 +1,8 @@
 """Stage `rl`: GRPO (TRL) on the SFT model with a fresh LoRA adapter; adapter and merged model.
 
 Takes the first `rl.max_steps / rl.steps_per_generation × rl.prompts_per_round`
-questions of `rl_select` (each used in exactly one round), rewards from the
+questions of `rl_select` (each used in exactly one round; a selection that falls
+short trains the whole rounds it fills, `rl_run.fit_rounds`), rewards from the
 registry in `decision_pipeline/decision/rl_rewards.py` weighted by
 `rl.rewards`, every GRPO knob set from params. Checkpoints every
 `rl.save_steps` into a work directory outside DVC's outputs; a killed run resumes
@@ -22,13 +23,13 @@ import torch
 
 from decision_pipeline.common.fingerprint import code_fingerprint, model_fingerprint
 from decision_pipeline.common.io import atomic_dir, read_jsonl, write_json, write_timings
-from decision_pipeline.common.log import stage_main, summary
+from decision_pipeline.common.log import info, stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.decision import rl_rewards, rl_trainer
 from decision_pipeline.decision.adapters import save_adapter_and_merged
 from decision_pipeline.lm.launch import LaunchParams, finish, threads_per_process, train_here
 from decision_pipeline.questions.schema import load_items
-from decision_pipeline.decision.rl_run import arrange_gold_positions, run_metrics, training_questions
+from decision_pipeline.decision.rl_run import arrange_gold_positions, fit_rounds, run_metrics, training_questions
 from decision_pipeline.decision.rl_trainer import RLParams, check_lora_targets, fingerprint_parts, train_grpo
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import load_model
@@ -55,6 +56,10 @@ def main(argv: list[str] | None = None) -> None:
     p = load_section(RLParams, "rl", args.params)
     seed = load_base(args.params).seed + p.seed_offset
     selected = read_jsonl(args.selected)
+    planned, p = p.rounds, fit_rounds(p, len(selected), args.selected)
+    if p.rounds < planned:
+        info("rl", f"{len(selected)} questions selected fill {p.rounds} of the {planned} planned rounds: "
+                   f"training {p.rounds} (rl.max_steps {p.max_steps})")
     chosen = training_questions(selected, {q["id"]: q for q in load_items(args.items)}, p, args.selected)
     questions = arrange_gold_positions(chosen, p.gold_positions)
     if not train_here(p.launch, "rl", "stages.rl", argv, args.params):

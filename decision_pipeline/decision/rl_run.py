@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.decision.rl_analyses import (answer_collapse, collapse_last_quarter, difficulty_adjusted_trend,
@@ -30,6 +31,29 @@ from decision_pipeline.decision.rl_trainer import RLParams
 from decision_pipeline.questions.schema import gold_index
 
 ORIGINS = ("fresh", "sft")
+
+
+#: whole rounds a shortened run must keep: its reward gain and collapse compare the first and last quarters
+MIN_ROUNDS = 8
+
+
+def fit_rounds(p: RLParams, n_selected: int, where: str) -> RLParams:
+    """The params the run trains with: `rl` itself when the selection fills its rounds, else as many whole
+    rounds as the selected questions fill (each question still used once, `max_steps` lowered to match).
+
+    Why: how many questions rl_select keeps depends on the SFT model's probe, so a reseed or a data change
+    can keep fewer than `max_steps` needs; that run trains a shorter run (its metrics' `rounds` says how
+    many) instead of failing a whole-chain rerun. Fewer than MIN_ROUNDS rounds is one line.
+    Example: 540 selected, 16 prompts per round, 36 rounds planned -> 33 rounds (max_steps 66 at 2 steps
+    per round)."""
+    rounds = min(p.rounds, n_selected // p.prompts_per_round)
+    if rounds == p.rounds:
+        return p
+    if rounds < MIN_ROUNDS:
+        raise PipelineError(f"{where}: {n_selected} questions selected fill {rounds} rounds of {p.prompts_per_round} "
+                            f"prompts (each question is used once), fewer than the {MIN_ROUNDS} a run needs; lower "
+                            "rl.prompts_per_round, or probe more (rl_probe.*_questions)")
+    return replace(p, max_steps=rounds * p.steps_per_generation)
 
 
 def training_questions(selected: Sequence[Mapping], items_by_id: Mapping[str, dict], p: RLParams,

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.rl_run import run_metrics, training_questions
+from decision_pipeline.decision.rl_run import MIN_ROUNDS, fit_rounds, run_metrics, training_questions
 from tests.decision.test_rl_memory_knobs import _params
 
 
@@ -24,6 +24,19 @@ def test_training_questions_take_the_first_needed_in_order_or_say_what_to_change
         training_questions(selected[:1], items, p, "sel.jsonl")
     with pytest.raises(PipelineError, match="'ghost' is not in the items file"):
         training_questions([{"id": "ghost", "origin": "sft"}] * p.prompts_needed, items, p, "sel.jsonl")
+
+
+def test_a_short_selection_trains_the_whole_rounds_it_fills():
+    """36 rounds of 16 planned at 2 steps per round; 540 selected fill 33 (540 // 16), so max_steps 66;
+    enough questions leave the params as they are; fewer than MIN_ROUNDS rounds is one line."""
+    p = _p(max_steps=72, steps_per_generation=2, prompts_per_round=16, save_steps=8)
+    assert p.rounds == 36 and fit_rounds(p, 576, "sel.jsonl") is p and fit_rounds(p, 900, "sel.jsonl") is p
+    short = fit_rounds(p, 540, "sel.jsonl")
+    assert (short.rounds, short.max_steps, short.prompts_needed) == (33, 66, 528)
+    assert dataclasses.replace(short, max_steps=72) == p  # nothing else changed
+    with pytest.raises(PipelineError, match=rf"sel.jsonl: 100 questions selected fill 6 rounds .* fewer than "
+                                            rf"the {MIN_ROUNDS} a run needs"):
+        fit_rounds(p, 100, "sel.jsonl")
 
 
 def test_run_metrics_carry_the_difficulty_adjusted_trend_and_the_collapse_check():
