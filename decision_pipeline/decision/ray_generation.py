@@ -22,6 +22,7 @@ The cluster unreachable at start, or smaller than `workers` replicas, is one lin
 """
 from __future__ import annotations
 
+import gc
 import tempfile
 import time
 from pathlib import Path
@@ -140,6 +141,7 @@ def generate_on_ray(out: Path, source: str, questions: Sequence[dict], settings:
         replicas = [actor.remote(files, w) for _ in range(w.count)]
         n_chunks = -(-len(questions) // chunk)
         busy: dict[Any, int] = {}
+        ready: list = []
         per_replica = [0.0] * len(replicas)
         queue = list(todo)
         path = ray_log(out, source)
@@ -169,6 +171,10 @@ def generate_on_ray(out: Path, source: str, questions: Sequence[dict], settings:
         stats["gen_seconds"] = max(per_replica)
         for replica in replicas:
             ray.kill(replica)
+        # every handle and object ref goes while the driver is still connected: one collected after
+        # ray.shutdown (at interpreter exit) can block the process forever in Ray's core worker
+        del replicas, busy, files, qref, ready
+        gc.collect()
     except ray.exceptions.RayError as exc:
         reason = " ".join(str(exc).split())[:200]
         raise PipelineError(f"{key}: a Ray replica failed beyond {RESTARTS} restarts ({reason}); "

@@ -16,7 +16,7 @@ def test_run_control_is_marked_on_each_class_that_resumes():
                                             "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode"}
     assert run_control_fields(GenerateParams) == {"deadline_minutes", "teacher_token_cap", "teacher_usd_per_mtok_in",
                                                   "teacher_usd_per_mtok_out", "concurrency", "teacher_timeout_s",
-                                                  "teacher_deadline_s", "threads", "workers"}
+                                                  "teacher_deadline_s", "threads", "workers", "engine", "ray"}
 
 
 def test_content_params_drop_exactly_the_run_control_fields():

@@ -60,7 +60,7 @@ def run_stage(root: Path, model: str, tag: str, **generate) -> tuple[int, str, P
     """The generate stage as DVC runs it (a subprocess), with micro params changed by `generate`."""
     proc = subprocess.run([sys.executable, "-m", "stages.generate",
                            *argv(root, model, tag, write_params(root, tag, **generate))],
-                          cwd=ROOT, env=loopback_env(), capture_output=True, text=True, timeout=600)
+                          cwd=ROOT, env=loopback_env(), capture_output=True, text=True, timeout=300)
     return proc.returncode, proc.stderr, root / tag
 
 
