@@ -47,9 +47,17 @@ def planted(pool, items):
     return docs
 
 
+@pytest.fixture(scope="module")
+def runs(planted, dev, items) -> dict:
+    """The two library runs on the planted pool (default params, seed 3), shared by the tests that only read
+    them; test_same_inputs_same_selection reruns one and compares."""
+    return {name: curate(name, planted, dev, items, words, params(), seed=3, provenance={"source": "test"})
+            for name in ("curated", "random")}
+
+
 @pytest.mark.parametrize("name", ["curated", "random"])
-def test_every_document_has_one_exact_reason(planted, dev, items, name):
-    result = curate(name, planted, dev, items, words, params(), seed=3, provenance={"source": "test"})
+def test_every_document_has_one_exact_reason(planted, runs, name):
+    result = runs[name]
     reasons = {r["id"]: r["drop_reason"] for r in result.scores_rows}
     assert list(reasons) == [d["id"] for d in planted]                      # one row per pool doc, pool order
     assert reasons[planted[0]["id"]] == "contaminated" and reasons[planted[1]["id"]] != "contaminated"
@@ -95,9 +103,9 @@ def test_estimated_depths_fall_short_deeper_lists_do_not(planted, dev, items):
     assert deep["fallback_docs"] == 0 and deep["rule"]["overfill"] == 1.6
 
 
-def test_same_inputs_same_selection(planted, dev, items):
-    a = curate("curated", planted, dev, items, words, params(), seed=3, provenance={})
-    b = curate("curated", planted, dev, items, words, params(), seed=3, provenance={})
+def test_same_inputs_same_selection(planted, dev, items, runs):
+    a = runs["curated"]
+    b = curate("curated", planted, dev, items, words, params(), seed=3, provenance={"source": "test"})
     assert a.selection.to_json() == b.selection.to_json() and a.metrics == b.metrics
 
 
@@ -164,10 +172,8 @@ def test_heldout_near_duplicates_of_target_or_pool_are_dropped():
     assert split_external(docs, 0.5) == (tgt, held)
 
 
-def test_metrics_record_the_kept_checkpoint_and_the_artifact_shares(planted, dev, items):
+def test_metrics_record_the_kept_checkpoint_and_the_artifact_shares(planted, runs):
     from decision_pipeline.curation.artifacts import count_artifacts
-    runs = {name: curate(name, planted, dev, items, words, params(), seed=3, provenance={})
-            for name in ("curated", "random")}
     clf = runs["curated"].metrics["classifier"]
     acc = clf["epoch_heldout_accuracy"]
     assert clf["checkpoint"] == "best_heldout" and clf["epochs"] == len(acc) == 2

@@ -140,8 +140,24 @@ def test_rl_step_batch_must_split_evenly(tmp_path):
 
 
 # ------------------------------------------------------------------ the proof: 1 vs 2 CPU processes
+@pytest.fixture(scope="module")
+def one_process(inputs, tmp_path_factory) -> Path:
+    """The one-process SFT both slow comparisons below measure against (DDP config, 1 process): the stage's
+    `main` in this process (what `python -m stages.sft` runs with one process), run once for the module."""
+    from stages import sft
+    root = tmp_path_factory.mktemp("one_process")
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        params = write_params(root, "p1", {"launch": {"config": "configs/accelerate/ddp.yaml", "num_processes": 1}})
+        assert sft.main(sft_argv(inputs, params, root / "p1")) == 0
+    finally:
+        os.chdir(cwd)
+    return root / "p1"
+
+
 @pytest.mark.slow
-def test_two_cpu_processes_give_the_one_process_loss(inputs, tmp_path, monkeypatch, capsys):
+def test_two_cpu_processes_give_the_one_process_loss(inputs, tmp_path, monkeypatch, capsys, one_process):
     """Same tiny SFT (6 steps, global batch 4, embedding delta on) in 1 process and in 2 gloo processes.
 
     Tolerance: 1e-4 relative on the final and the mean training loss, 1e-4 absolute on
@@ -154,17 +170,14 @@ def test_two_cpu_processes_give_the_one_process_loss(inputs, tmp_path, monkeypat
     The one-process run is the stage's `main` in this process (what `python -m
     stages.sft` runs with one process); the two-process one is the stage command.
     """
-    from stages import sft
     monkeypatch.chdir(ROOT)
-    launch = {n: {"launch": {"config": "configs/accelerate/ddp.yaml", "num_processes": n}} for n in (1, 2)}
-    assert sft.main(sft_argv(inputs, write_params(tmp_path, "p1", launch[1]), tmp_path / "p1")) == 0
-    capsys.readouterr()
+    launch = {2: {"launch": {"config": "configs/accelerate/ddp.yaml", "num_processes": 2}}}
     proc = run_stage("stages.sft", sft_argv(inputs, write_params(tmp_path, "p2", launch[2]), tmp_path / "p2"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("[sft] done in") == 1  # rank 0 alone prints the summary line
     runs = {}
     for n in (1, 2):
-        out = tmp_path / f"p{n}"
+        out = one_process if n == 1 else tmp_path / f"p{n}"
         runs[n] = json.loads((out / "sft.json").read_text())
         parts = json.loads((out / "plots" / "loss_parts.json").read_text())
         assert [r["step"] for r in parts] == list(range(1, 7))  # one loss row per step, written once
@@ -180,20 +193,17 @@ def test_two_cpu_processes_give_the_one_process_loss(inputs, tmp_path, monkeypat
 
 
 @pytest.mark.slow
-def test_two_processes_with_micro_batches_give_the_one_process_loss(inputs, tmp_path, monkeypatch, capsys):
+def test_two_processes_with_micro_batches_give_the_one_process_loss(inputs, tmp_path, monkeypatch, capsys,
+                                                                    one_process):
     """sft.micro_batch_size under 2 gloo processes: global batch 4 = 2 processes x micro 1 x accumulation 2.
 
     Each micro-batch's share is its sums over the step's all-reduced totals, so the run must match
     the one-process whole-batch run as the plain 2-process run does (same tolerances, same reason)."""
-    from stages import sft
     monkeypatch.chdir(ROOT)
-    one_params = write_params(tmp_path, "w1", {"launch": {"config": "configs/accelerate/ddp.yaml", "num_processes": 1}})
-    assert sft.main(sft_argv(inputs, one_params, tmp_path / "w1")) == 0
-    capsys.readouterr()
     micro = {"micro_batch_size": 1, "launch": {"config": "configs/accelerate/ddp.yaml", "num_processes": 2}}
     proc = run_stage("stages.sft", sft_argv(inputs, write_params(tmp_path, "m2", micro), tmp_path / "m2"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    one, two = (json.loads((tmp_path / n / "sft.json").read_text()) for n in ("w1", "m2"))
+    one, two = (json.loads((d / "sft.json").read_text()) for d in (one_process, tmp_path / "m2"))
     parts = json.loads((tmp_path / "m2" / "plots" / "loss_parts.json").read_text())
     assert [r["step"] for r in parts] == list(range(1, 7))  # one loss row per optimizer step
     assert two["final"]["chain_loss"] == pytest.approx(one["final"]["chain_loss"], rel=1e-4)

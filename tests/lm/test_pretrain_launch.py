@@ -71,6 +71,17 @@ def run_stage(args: list[str]) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.fixture(scope="module")
+def one_process(inputs, tiny_dir, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """The straight one-process run (its output folder and the finished command): both slow tests compare
+    against this same run, so it runs once."""
+    root = tmp_path_factory.mktemp("one_process")
+    out = root / "p1"
+    proc = run_stage(argv(inputs, write_params(root, "p1", 1), out, tiny_dir))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc
+
+
 def test_batch_must_split_evenly_over_the_processes(tmp_path):
     with pytest.raises(PipelineError, match=r"pretrain.batch_size \(4\) must be divisible by "
                                             r"pretrain.launch.num_processes \(3\)"):
@@ -78,7 +89,7 @@ def test_batch_must_split_evenly_over_the_processes(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_cpu_processes_give_the_one_process_run(inputs, tiny_dir, tmp_path):
+def test_two_cpu_processes_give_the_one_process_run(inputs, tiny_dir, tmp_path, one_process):
     """Tolerance: 1e-5 relative on every logged loss and the held-out perplexity, 1e-4
     absolute on every weight. Why: every window holds `seq_len` tokens, so the mean of
     the two processes' mean losses is the one-process loss and DDP's averaged gradient
@@ -88,8 +99,11 @@ def test_two_cpu_processes_give_the_one_process_run(inputs, tiny_dir, tmp_path):
     """
     runs = {}
     for n in (1, 2):
-        out = tmp_path / f"p{n}"
-        proc = run_stage(argv(inputs, write_params(tmp_path, f"p{n}", n), out, tiny_dir))
+        if n == 1:
+            out, proc = one_process
+        else:
+            out = tmp_path / f"p{n}"
+            proc = run_stage(argv(inputs, write_params(tmp_path, f"p{n}", n), out, tiny_dir))
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert proc.stdout.count("[pretrain@curated] done in") == 1  # rank 0 alone prints the summary line
         runs[n] = {"log": json.loads((out / "loss.json").read_text()),
@@ -136,11 +150,10 @@ def checkpoint_step(work: Path) -> int:
 
 
 @pytest.mark.slow
-def test_a_killed_two_process_run_resumes_in_one_process(inputs, tiny_dir, tmp_path):
+def test_a_killed_two_process_run_resumes_in_one_process(inputs, tiny_dir, tmp_path, one_process):
     """kill -9 of the 2-process run (launcher and children) after a checkpoint; a 1-process rerun resumes
     there and ends with the weights of a straight 1-process run (same tolerance as above)."""
-    straight = tmp_path / "straight"
-    assert run_stage(argv(inputs, write_params(tmp_path, "one", 1), straight, tiny_dir)).returncode == 0
+    straight, _ = one_process  # the straight 1-process run: the same params as the resumed run's
     total = len(json.loads((straight / "loss.json").read_text()))
     run = tmp_path / "killed"
     env = {**os.environ, "PIPELINE_QUIET": "1", "PYTHONPATH": str(ROOT)}

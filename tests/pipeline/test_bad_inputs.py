@@ -2,10 +2,11 @@
 
 Why: a person running `dvc repro` after editing params or dropping in a file must
 see "what is wrong, where, how to fix it" — not a traceback, not a silent run on
-0 items. Every case runs the stage's real entry point: the light stages (items,
-ingest, select_chains, choose_lr, s1mb_data) as `python -m stages.<name>`
-subprocesses, the torch-importing ones in-process through `main([...])` (one
-import instead of seconds per case). Each asserts exit code 2, exactly one stderr
+0 items. Every case runs the stage's real entry point: the first case of each light
+stage (items, ingest, select_chains, choose_lr, s1mb_data) as a `python -m
+stages.<name>` subprocess, so the command line itself is proven once per stage;
+every other case in-process through the same `main([...])` that command runs (one
+import instead of a fresh interpreter per case). Each asserts exit code 2, exactly one stderr
 line `error: ...` containing the file/key/id at fault, and that nothing appeared
 under the case's `out/` directory (or an input it resumes from is unchanged).
 docs/reliability.md "Reliability: bad input" lists this table.
@@ -453,23 +454,30 @@ CASES: dict[str, Callable[[Path, Inputs], Case]] = {
 }
 
 
-def run_stage(case: Case, capsys: pytest.CaptureFixture) -> tuple[int, str]:
-    """Exit code and stderr of the stage's entry point (a subprocess for the light stages)."""
-    if case.stage in SUBPROCESS_STAGES:
+RAN_AS_COMMAND: set[str] = set()  # light stages whose `python -m stages.<name>` already ran a case here
+
+
+def run_stage(case: Case, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
+    """Exit code and stderr of the stage's entry point: a subprocess for the first case of each light stage,
+    the stage's `main(argv)` in this process (from the repository root, as the subprocess) for the rest."""
+    if case.stage in SUBPROCESS_STAGES and case.stage not in RAN_AS_COMMAND:
+        RAN_AS_COMMAND.add(case.stage)
         env = {**os.environ, "PIPELINE_QUIET": "1", "HF_HUB_OFFLINE": "1"}
         proc = subprocess.run([sys.executable, "-m", f"stages.{case.stage}", *case.argv], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=120)
         return proc.returncode, proc.stderr
+    if case.stage in SUBPROCESS_STAGES:
+        monkeypatch.chdir(ROOT)
     capsys.readouterr()
     rc = importlib.import_module(f"stages.{case.stage}").main(case.argv)
     return rc, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_bad_input_fails_with_one_line_and_writes_nothing(name, tmp_path, inputs, capsys):
+def test_bad_input_fails_with_one_line_and_writes_nothing(name, tmp_path, inputs, capsys, monkeypatch):
     case = CASES[name](tmp_path, inputs)
     before = {p: p.read_bytes() for p in case.unchanged}
-    rc, stderr = run_stage(case, capsys)
+    rc, stderr = run_stage(case, capsys, monkeypatch)
     lines = stderr.strip().splitlines()
     assert rc == 2, f"{name}: exit {rc}, stderr:\n{stderr[-2000:]}"
     assert len(lines) == 1 and lines[0].startswith("error: "), f"{name}: stderr is not one line:\n{stderr[-2000:]}"

@@ -105,10 +105,13 @@ def server() -> Iterator[dict]:
         state["server"].stop()
 
 
-@pytest.fixture
-def repo(tmp_path, request) -> Repo:
-    """git init + dvc init, a file and a directory tracked with `dvc add`, remote prefix named after the test."""
-    root, home = tmp_path / "repo", tmp_path / "home"
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    """git init + dvc init, a file and a directory tracked with `dvc add`, a default remote `storage`, committed:
+    built once with the real CLIs, then copied for each test (every test points the remote at its own server
+    and prefix with `point_at` before it talks to S3)."""
+    base = tmp_path_factory.mktemp("s3_faults_template")
+    root, home = base / "repo", base / "home"
     root.mkdir()
     home.mkdir()
     r = Repo(root, home)
@@ -119,10 +122,19 @@ def repo(tmp_path, request) -> Repo:
     for i in range(3):
         (root / "data" / f"part{i}.csv").write_text("".join(f"{i},{j}\n" for j in range(100)))
     r.run("dvc", "add", "-q", "notes.txt", "data")
-    r.run("dvc", "remote", "add", "-d", "storage", f"s3://{BUCKET}/{request.node.name}")
+    r.run("dvc", "remote", "add", "-d", "storage", f"s3://{BUCKET}/template")
     r.run("git", "add", "-A")
     r.run("git", "commit", "-qm", "tracked files")
-    return r
+    return root
+
+
+@pytest.fixture
+def repo(tmp_path, template) -> Repo:
+    """A copy of the template repo (its cache, index and git history) with a fresh HOME of its own."""
+    root, home = tmp_path / "repo", tmp_path / "home"
+    shutil.copytree(template, root, symlinks=True)
+    home.mkdir()
+    return Repo(root, home)
 
 
 TRACKED = {"notes.txt", "data", "data/part0.csv", "data/part1.csv", "data/part2.csv"}

@@ -228,10 +228,25 @@ def _params_with_base(tmp_path: Path, model_dir: Path, **generate) -> Path:
     return out
 
 
+def _check_main(argv: list[str], capsys, monkeypatch) -> subprocess.CompletedProcess:
+    """`python -m decision_pipeline.preflight check ...` as its `main(argv)` in this process, exit code and
+    output captured: the same code without a fresh interpreter importing torch and transformers (~7 s of CPU
+    each); the weightless case and the gpu-profile run above go through the real entry point."""
+    from decision_pipeline.preflight.__main__ import main
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    rc = main(argv)
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(["preflight", *argv], rc, out.out, out.err)
+
+
 @pytest.mark.parametrize("damage", ["weightless", "truncated"])
-def test_cli_refuses_a_weightless_or_truncated_model_directory_in_seconds(tmp_path, model_dir, damage):
+def test_cli_refuses_a_weightless_or_truncated_model_directory_in_seconds(tmp_path, model_dir, damage, capsys,
+                                                                          monkeypatch):
     """#33.3 must-show: `make preflight` (this CLI) refuses the directory with one line naming the file and
-    what to do, exit 2, before any stage runs; nothing is written."""
+    what to do, exit 2, before any stage runs; nothing is written. The weightless case runs the CLI as a
+    fresh process (the seconds include importing torch and transformers); the truncated one runs the same
+    CLI's `main(argv)` in this process."""
     weights = model_dir / "model.safetensors"
     if damage == "weightless":
         weights.unlink()
@@ -240,8 +255,12 @@ def test_cli_refuses_a_weightless_or_truncated_model_directory_in_seconds(tmp_pa
     params = _params_with_base(tmp_path, model_dir)
     before = _tree(model_dir), _tree(ROOT / "models")
     start = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "decision_pipeline.preflight", "check", "--params", str(params),
-                          "--gpu-gib", "80"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    argv = ["check", "--params", str(params), "--gpu-gib", "80"]
+    if damage == "weightless":
+        run = subprocess.run([sys.executable, "-m", "decision_pipeline.preflight", *argv], capture_output=True,
+                             text=True, cwd=ROOT, timeout=120)
+    else:
+        run = _check_main(argv, capsys, monkeypatch)
     took = time.monotonic() - start
     lines = run.stderr.splitlines()
     assert run.returncode == 2 and len(lines) == 2 and "Traceback" not in run.stderr, run.stderr
@@ -331,13 +350,12 @@ def test_malformed_endpoint_replies_are_one_line_naming_the_field(tiny, models, 
     assert "fix generate.teacher_base_url" in errs[0] or "vLLM's /tokenize" in errs[0]
 
 
-def test_cli_malformed_teacher_is_exit_2_one_line(tmp_path, tiny_dir):
+def test_cli_malformed_teacher_is_exit_2_one_line(tmp_path, tiny_dir, capsys, monkeypatch):
     server = _Nonsense([{"id": "teacher"}], None)
     try:
         params = _params_with_base(tmp_path, Path(tiny_dir), teacher="openai", teacher_base_url=server.url,
                                    teacher_model="teacher")
-        run = subprocess.run([sys.executable, "-m", "decision_pipeline.preflight", "check", "--params", str(params),
-                              "--gpu-gib", "80"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        run = _check_main(["check", "--params", str(params), "--gpu-gib", "80"], capsys, monkeypatch)
     finally:
         server.close()
     lines = run.stderr.splitlines()

@@ -52,24 +52,35 @@ def test_cpu_variant_runs_stages_then_smoke(tmp_path):
     assert _newer_than(start) == []
 
 
-def test_cpu_only_torch_refuses_in_one_line(tmp_path):
+def _main(argv: list[str], capsys, monkeypatch) -> subprocess.CompletedProcess:
+    """The CLI's `main(argv)` in this process (what `python -m` runs), exit code and output captured: a refusal
+    needs no fresh interpreter importing torch; the CPU variant above runs the real entry point."""
+    from decision_pipeline.preflight.gpu_check import main
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    rc = main(argv)
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess([*CMD, *argv], rc, out.out, out.err)
+
+
+def test_cpu_only_torch_refuses_in_one_line(tmp_path, capsys, monkeypatch):
     import torch
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the refusal cannot be shown")
-    run = subprocess.run([*CMD, "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    run = _main(["--out", str(tmp_path / "out")], capsys, monkeypatch)
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1
     assert "sees no GPU" in lines[0] and "make gpu-install" in lines[0] and "TINY=1" in lines[0]
     assert not (tmp_path / "out").exists()
 
 
-def test_config_missing_vocab_size_refuses_in_one_line(tmp_path):
+def test_config_missing_vocab_size_refuses_in_one_line(tmp_path, capsys, monkeypatch):
     start = time.time()
     config = json.loads((ROOT / "tests/fixtures/smollm2_135m/config.json").read_text())
     del config["vocab_size"]
     (tmp_path / "config.json").write_text(json.dumps(config))
-    run = subprocess.run([*CMD, "--tiny", "--stage-config", str(tmp_path / "config.json"), "--out",
-                          str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    run = _main(["--tiny", "--stage-config", str(tmp_path / "config.json"), "--out", str(tmp_path / "out")],
+                capsys, monkeypatch)
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1, run.stderr
     assert "key vocab_size missing" in lines[0] and "published config.json" in lines[0]

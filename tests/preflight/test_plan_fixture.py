@@ -47,8 +47,21 @@ def test_loss_heads_traced_on_cpu():
 
 
 def _compare_cli(path: Path) -> subprocess.CompletedProcess:
+    """The real entry point, `python -m decision_pipeline.preflight compare`, in a fresh interpreter."""
     return subprocess.run([sys.executable, "-m", "decision_pipeline.preflight", "compare", "--measured", str(path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def _compare_main(path: Path, capsys, monkeypatch) -> subprocess.CompletedProcess:
+    """The same CLI's `main(argv)` in this process (what `python -m` runs), its exit code and output captured:
+    a fresh interpreter re-traces the loss heads on CPU (~8 s) for every refusal; one subprocess run above
+    proves the entry point itself."""
+    from decision_pipeline.preflight.__main__ import main
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    rc = main(["compare", "--measured", str(path)])
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(["compare", str(path)], rc, out.out, out.err)
 
 
 def test_compare_cli_passes_on_the_fixture():
@@ -63,28 +76,28 @@ def test_compare_cli_passes_on_the_fixture():
     ({"stage": "grpo", "micro": 1, "prompt": 1, "completion": 8, "loss": "dpo", "measured_gib": 5.0},
      "loss path 'dpo' has no plan"),
 ])
-def test_a_row_the_plan_cannot_compute_is_one_line(tmp_path, row, cause):
+def test_a_row_the_plan_cannot_compute_is_one_line(tmp_path, row, cause, capsys, monkeypatch):
     data = json.loads(H200.read_text())
     data["memory"].append(row)
     bad = tmp_path / "table.json"
     bad.write_text(json.dumps(data))
-    run = _compare_cli(bad)
+    run = _compare_main(bad, capsys, monkeypatch)
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1, run.stderr
     assert "memory row 12" in lines[0] and cause in lines[0]
     assert "use one of" in lines[0] or "a sft row needs" in lines[0]      # the fix is named
 
 
-def test_a_row_outside_the_tolerance_fails(tmp_path):
+def test_a_row_outside_the_tolerance_fails(tmp_path, capsys, monkeypatch):
     data = json.loads(H200.read_text())
     data["memory"][2]["measured_gib"] = 50.0        # sft 1 x 32,768: the plan says 70.3
     bad = tmp_path / "table.json"
     bad.write_text(json.dumps(data))
-    run = _compare_cli(bad)
+    run = _compare_main(bad, capsys, monkeypatch)
     assert run.returncode == 2 and "OUTSIDE 15%" in run.stdout and "sft 1x32768 hf_loss" in run.stderr
 
 
-def test_config_missing_vocab_size_is_one_line(tmp_path):
+def test_config_missing_vocab_size_is_one_line(tmp_path, capsys, monkeypatch):
     config = json.loads((ROOT / "tests/fixtures/qwen3_4b/config.json").read_text())
     del config["vocab_size"]
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -92,7 +105,7 @@ def test_config_missing_vocab_size_is_one_line(tmp_path):
     data["model_config"] = str(tmp_path / "config.json")
     bad = tmp_path / "table.json"
     bad.write_text(json.dumps(data))
-    run = _compare_cli(bad)
+    run = _compare_main(bad, capsys, monkeypatch)
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1
     assert "key vocab_size missing" in run.stderr
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -18,3 +19,18 @@ def run_root(tmp_path) -> Path:
     shutil.copy2(ROOT / "dvc.yaml", root / "dvc.yaml")
     shutil.copy2(ROOT / "params.yaml", root / "params.yaml")  # the report checks every section
     return root
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> tuple[Path, dict, float]:
+    """One build of the unchanged fixture tree (as run_root holds it): (root, counts, seconds the build took).
+    The tests that only read a complete default report share it rather than each rebuilding the same inputs
+    into the same outputs; a test that changes anything copies the tree or uses run_root."""
+    from decision_pipeline.reporting.build import build_report
+    root = tmp_path_factory.mktemp("built") / "run"
+    shutil.copytree(FIXTURES, root)
+    shutil.copy2(ROOT / "dvc.yaml", root / "dvc.yaml")
+    shutil.copy2(ROOT / "params.yaml", root / "params.yaml")
+    started = time.time()
+    counts = build_report(root, "report/report.pdf", "metrics/summary.json", "plots/report", root / "params.yaml")
+    return root, counts, time.time() - started

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
+import shutil
 from pathlib import Path
 
 import pytest
@@ -42,10 +42,10 @@ def assert_nothing_written(root: Path) -> None:
     assert leftovers == []
 
 
-def test_pdf_follows_the_registry(run_root):
-    started = time.time()
-    counts = build(run_root)
-    assert time.time() - started < 30                       # seconds, not minutes, even on a shared 2-core box
+def test_pdf_follows_the_registry(built):
+    """`built` (conftest.py) is one timed build of the unchanged fixture tree, shared by the tests that only read it."""
+    run_root, counts, seconds = built
+    assert seconds < 30                                     # seconds, not minutes, even on a shared 2-core box
     plan = make_plan(Store(run_root))
     params = run_root / "params.yaml"
     want_pages = expected_pages(plan.figure_counts, pdf.appendix_pages(listings(run_root, params),
@@ -59,8 +59,8 @@ def test_pdf_follows_the_registry(run_root):
     assert drawn == sorted(f.id for *_, figs in plan.active for f in figs if f.build)
 
 
-def test_summary_is_flat_and_traceable(run_root):
-    build(run_root)
+def test_summary_is_flat_and_traceable(built):
+    run_root, _, _ = built
     summary = json.loads((run_root / "metrics/summary.json").read_text())
     assert all(isinstance(v, (int, float)) or v is None for k, v in summary.items() if not k.endswith("_noise_source"))
     store = Store(run_root)
@@ -74,10 +74,10 @@ def test_summary_is_flat_and_traceable(run_root):
     assert summary["curated_heldout_ppl_noise_n"] == store.number("metrics/pretrain/curated.json", "seeds.n")
 
 
-def test_page_one_renders_and_is_not_blank(run_root):
+def test_page_one_renders_and_is_not_blank(built):
     import pypdfium2 as pdfium
 
-    build(run_root)
+    run_root, _, _ = built
     gray = pdfium.PdfDocument(str(run_root / "report/report.pdf"))[0].render(scale=40 / 72).to_pil().convert("L")
     dark = sum(gray.histogram()[:128]) / (gray.width * gray.height)
     assert ImageStat.Stat(gray).stddev[0] > 10 and dark > 0.01     # text on the page, not a white sheet
@@ -172,8 +172,9 @@ def test_stage_entry_exits_2_with_one_line(run_root, capsys):
     assert_nothing_written(run_root)
 
 
-def test_a_failed_rebuild_keeps_the_previous_complete_outputs(run_root):
-    build(run_root)
+def test_a_failed_rebuild_keeps_the_previous_complete_outputs(built, tmp_path):
+    run_root = tmp_path / "run"
+    shutil.copytree(built[0], run_root)                     # a complete build's outputs, as a rebuild finds them
     before = (run_root / "report/report.pdf").read_bytes()
     _nan(run_root)
     with pytest.raises(PipelineError):
