@@ -268,8 +268,12 @@ def main(argv: list[str] | None = None) -> int:
             files = collect(json.loads(Path(MANIFEST).read_text(encoding="utf-8")), args.finished_only)
             write_all(files)
             for path, content in sorted(files.items()):
-                size = sum(len(v) for v in content.get("spread", {}).values()) or len(content.get("comparisons", {}))
-                print(f"[noise_study] {path}: {size} entries over {content.get('n', len(content.get('comparisons', {})))} runs")
+                if "comparisons" in content:
+                    runs = max((c["n"] for c in content["comparisons"].values()), default=0)
+                    print(f"[noise_study] {path}: {len(content['comparisons'])} comparisons over {runs} whole-chain runs")
+                else:
+                    size = sum(len(v) for v in content["spread"].values())
+                    print(f"[noise_study] {path}: {size} metric values over {content['n']} runs")
             return 0
         if args.run:
             return run_planned()
