@@ -21,6 +21,7 @@ import yaml
 
 from decision_pipeline.common import local_s3
 from decision_pipeline.reporting import rebase, review
+from decision_pipeline.reporting.noise_study import NOT_RUN_OUTPUTS
 from decision_pipeline.common.profiles import dump, merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +54,7 @@ def repo(tmp_path_factory) -> Path:
                            text=True, check=True).stdout.split()
     for rel in files:
         if rel.startswith(("metrics/", "plots/", "report/")) or rel == "dvc.lock" or not (ROOT / rel).is_file():
-            if rel != "metrics/curate_ablation.json":   # an input of the report (dvc exp results), not an output
+            if not rel.startswith(NOT_RUN_OUTPUTS):   # inputs of the report (dvc exp results), not outputs
                 continue  # start from no recorded state, as a first run would
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, dest / rel)
