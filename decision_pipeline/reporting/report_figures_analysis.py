@@ -104,8 +104,10 @@ def rl_analyses(store: Store, out: Path) -> Path:
         x = [r["round"] for r in collapse]
         ax.plot(x, [r["top_answer_share"] for r in collapse], "-", color=color(0), lw=2,
                 label="share of parsed answers on the most common option")
-        ax.plot(x, [r["top_gold_share"] for r in collapse], "--", color=color(1), lw=1.5,
-                label="top share of the gold options of the same completions")
+        fair = all("top_answer_gold_share" in r for r in collapse)  # runs before it have the gold top share
+        ax.plot(x, [r["top_answer_gold_share" if fair else "top_gold_share"] for r in collapse], "--",
+                color=color(1), lw=1.5, label="share of the same completions whose gold is that option" if fair
+                else "top share of the gold options of the same completions")
         ax.set(xlabel="RL round", ylabel="share", ylim=(0, 1.05),
                title="Answer collapse: one option taking over?")
         ax.grid(alpha=0.3)

@@ -310,14 +310,23 @@ def collapse_sentence(s: Store) -> str | None:
     if len(rows) < 2:
         return None
     top0, top1 = _quarters(rows, "top_answer_share")
-    gold0, gold1 = _quarters(rows, "top_gold_share")
+    fair = all("top_answer_gold_share" in r for r in rows)  # runs before it carry only the gold top share
+    gold0, gold1 = _quarters(rows, "top_answer_gold_share" if fair else "top_gold_share")
     if None in (top0, top1, gold0, gold1):
         return "Answer collapse: some quarter of RL rounds has no parsed answer, so the shares are not compared."
     collapsing = top1 - top0 > 0.05 and top1 - gold1 > 0.1
-    return (f"Answer collapse (first vs last quarter of RL rounds): the most common answer's share of parsed answers "
-            f"went {top0:.2f} \u2192 {top1:.2f} while the gold options' top share was {gold0:.2f} \u2192 {gold1:.2f}"
+    gold = ("that answer was the gold one for" if fair else "the gold options' top share was")
+    text = (f"Answer collapse (first vs last quarter of RL rounds): the most common answer's share of parsed answers "
+            f"went {top0:.2f} \u2192 {top1:.2f} while {gold} {gold0:.2f} \u2192 {gold1:.2f}"
             + ("; the policy increasingly gives one option regardless of the question, so part of any reward rise "
                "can be that option's base rate." if collapsing else "; no sign of one option taking over."))
+    parsed0, parsed1 = _quarters(rows, "parsed_share")
+    right0, right1 = _quarters(rows, "right_given_parsed")
+    if None in (parsed0, parsed1, right0, right1):
+        return text
+    return text + (f" Rollouts with a parsed answer went {parsed0:.2f} \u2192 {parsed1:.2f}, and of those the right "
+                   f"share {right0:.2f} \u2192 {right1:.2f}: a reward rise with a flat right share is the policy "
+                   "answering more often, not better.")
 
 
 def gate_sentence(s: Store) -> str | None:

@@ -42,14 +42,29 @@ def test_answer_collapse_share_per_round():
     r0, r1 = answer_collapse(rows)
     assert r0["parsed"] == 3 and r0["top_answer_share"] == pytest.approx(1 / 3) and r0["top_gold_share"] == 0.5
     assert r1["top_answer"] == 1 and r1["top_answer_share"] == 1.0 and r1["top_gold_share"] == 0.5
+    # the fair figure: of the parsed completions, how often the favourite answer is the gold one.
+    # round 0: ties broken by first seen, so answer 0 (a, b, d parsed; a and d have gold 0) -> 2/3;
+    # round 1: always answer 1, gold 1 only for b -> 1/4, while the largest gold share says 0.5
+    assert r0["top_answer"] == 0 and r0["top_answer_gold_share"] == pytest.approx(2 / 3, abs=1e-6)
+    assert r1["top_answer_gold_share"] == 0.25
+    assert answer_collapse([_row("a", 0, None, 0)])[0]["top_answer_gold_share"] is None
+    # answering more often vs answering better: round 0 parses 3 of 4 and gets a, b right (2/3);
+    # round 1 parses all 4 and gets only b right
+    assert (r0["parsed_share"], r0["right_given_parsed"]) == (0.75, pytest.approx(2 / 3, abs=1e-6))
+    assert (r1["parsed_share"], r1["right_given_parsed"]) == (1.0, 0.25)
 
 
 def test_collapse_over_the_last_quarter_of_rounds():
     rounds = [{"top_answer_share": a, "top_gold_share": g} for a, g in
               ((0.5, 0.5), (0.6, 0.4), (0.6, 0.5), (0.7, 0.5), (0.8, 0.5), (0.9, 0.4), (None, 0.6), (1.0, 0.5))]
     # 8 rounds: the last 2; the answer mean skips a round with no parsed answer
-    assert collapse_last_quarter(rounds) == {"top_answer_share": 1.0, "top_gold_share": 0.55, "rounds": 2}
+    assert collapse_last_quarter(rounds) == {"top_answer_share": 1.0, "top_answer_gold_share": None,
+                                             "top_gold_share": 0.55, "rounds": 2}
+    fair = [dict(r, top_answer_gold_share=f) for r, f in zip(rounds, (0.5, 0.4, 0.4, 0.4, 0.3, 0.2, None, 0.3))]
+    assert collapse_last_quarter(fair)["top_answer_gold_share"] == 0.3
     # 9 rounds: still the last 2 (a quarter rounded down); 3 rounds: the last one
     assert collapse_last_quarter([{"top_answer_share": 0.2, "top_gold_share": 0.2}] + rounds)["rounds"] == 2
-    assert collapse_last_quarter(rounds[:3]) == {"top_answer_share": 0.6, "top_gold_share": 0.5, "rounds": 1}
-    assert collapse_last_quarter([]) == {"top_answer_share": None, "top_gold_share": None, "rounds": 0}
+    assert collapse_last_quarter(rounds[:3]) == {"top_answer_share": 0.6, "top_answer_gold_share": None,
+                                                 "top_gold_share": 0.5, "rounds": 1}
+    assert collapse_last_quarter([]) == {"top_answer_share": None, "top_answer_gold_share": None,
+                                         "top_gold_share": None, "rounds": 0}

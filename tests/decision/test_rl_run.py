@@ -62,7 +62,10 @@ def test_run_metrics_carry_the_difficulty_adjusted_trend_and_the_collapse_check(
     assert [c["top_answer_share"] for c in collapse] == [1.0, 1.0]
     assert [c["top_gold_share"] for c in collapse] == [0.5, 1.0]
     # the last quarter of 2 rounds is the last round
-    assert metrics["answer_collapse_last"] == {"top_answer_share": 1.0, "top_gold_share": 1.0, "rounds": 1}
+    # always answering 0: right for half of round 0's completions (b's gold is 1), all of round 1's
+    assert [c["top_answer_gold_share"] for c in collapse] == [0.5, 1.0]
+    assert metrics["answer_collapse_last"] == {"top_answer_share": 1.0, "top_answer_gold_share": 1.0,
+                                               "top_gold_share": 1.0, "rounds": 1}
     assert metrics["gold_positions"]["mode"] == p.gold_positions
     assert metrics["gold_positions"]["as_selected"] == {"by_option_count": {"2": [0, 4]}, "top_share": 1.0}
     assert metrics["gold_positions"]["trained"]["by_option_count"] == {"2": [4, 0]}

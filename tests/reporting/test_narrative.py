@@ -68,6 +68,18 @@ def test_collapse_sentence_skips_rounds_without_a_parsed_answer(tmp_path):
     (tmp_path / "metrics" / "rl.json").write_text(json.dumps({"answer_collapse": rows}))
     text = collapse_sentence(Store(tmp_path))
     assert "went 0.60 \u2192 0.90" in text and "gold options' top share was 0.50 \u2192 0.50" in text
+    # with the fair figure (how often the favourite answer is gold) the sentence compares against it
+    fair = [dict(r, top_answer_gold_share=None if r["top_answer_share"] is None else g)
+            for r, g in zip(rows, [0, 0.4, 0.4, 0.4, 0.4, 0.4, 0.3, 0])]
+    (tmp_path / "metrics" / "rl.json").write_text(json.dumps({"answer_collapse": fair}))
+    text = collapse_sentence(Store(tmp_path))
+    assert "that answer was the gold one for 0.40 \u2192 0.30" in text and "one option" in text
+    assert "Rollouts with a parsed answer" not in text  # runs without the split say nothing of it
+    split = [dict(r, parsed_share=v, right_given_parsed=None if r["top_answer_share"] is None else 0.35)
+             for r, v in zip(fair, [0.5, 0.7, 0.7, 0.8, 0.8, 0.9, 0.9, 0.95])]
+    (tmp_path / "metrics" / "rl.json").write_text(json.dumps({"answer_collapse": split}))
+    text = collapse_sentence(Store(tmp_path))
+    assert "parsed answer went 0.60 \u2192 0.93, and of those the right share 0.35 \u2192 0.35" in text
     rows[6]["top_answer_share"] = None
     (tmp_path / "metrics" / "rl.json").write_text(json.dumps({"answer_collapse": rows}))
     assert "no parsed answer" in collapse_sentence(Store(tmp_path))

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -90,6 +91,11 @@ class LocalCluster:
                 out.append(pid)
         return out
 
+    def kill_first_worker(self, needles: tuple[bytes, ...], timeout: float = 300.0) -> "WorkerKiller":
+        """Start a thread that SIGKILLs the first Ray worker whose command line names one of `needles`
+        (Ray titles a busy worker `ray::Class.method` or `ray::task`), once; `join()` gives the pids killed."""
+        return WorkerKiller(self, needles, timeout)
+
     def stop(self) -> None:
         pids = self.pids()
         for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -105,6 +111,33 @@ class LocalCluster:
             except OSError:
                 pass
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+class WorkerKiller(threading.Thread):
+    """Polls the cluster's workers every 50 ms until one runs the named work, kills it, and stops."""
+
+    def __init__(self, cluster: LocalCluster, needles: tuple[bytes, ...], timeout: float) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.needles, self.deadline = cluster, needles, time.time() + timeout
+        self.killed: list[int] = []
+        self.start()
+
+    def run(self) -> None:
+        while time.time() < self.deadline and not self.killed:
+            for pid in self.cluster.worker_pids():
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:  # it ended between the listing and the read
+                    continue
+                if any(n in cmd for n in self.needles):
+                    os.kill(pid, signal.SIGKILL)
+                    self.killed.append(pid)
+                    return
+            time.sleep(0.05)
+
+    def join(self, timeout: float | None = None) -> list[int]:  # type: ignore[override]
+        super().join(timeout)
+        return self.killed
 
 
 def _ppid(pid: int) -> int:

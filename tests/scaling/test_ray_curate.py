@@ -8,10 +8,6 @@ the stage still writes the same bytes.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -96,23 +92,9 @@ def test_ray_engine_same_bytes_as_local_with_a_worker_killed(files, tiny_dir, ra
     m = json.loads((local_run / "m.json").read_text())
     assert m["dedup"]["exact"] >= 2 and m["dedup"]["near"] > 0  # duplicates really cross shard files
     assert listening_hosts(ray_cluster.pids()) == {"127.0.0.1"}
-    killed: list[int] = []
-
-    def kill_one() -> None:  # a Ray worker running a task of this stage, once one is busy
-        deadline = time.time() + 120
-        while time.time() < deadline and not killed:
-            for pid in ray_cluster.worker_pids():
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-                if b"screen" in cmd or b"measure" in cmd or b"MapBatches" in cmd:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
-                    return
-            time.sleep(0.05)
-
-    killer = threading.Thread(target=kill_one)
-    killer.start()
+    killer = ray_cluster.kill_first_worker((b"screen", b"measure", b"MapBatches"), timeout=120)
     rc, err, out = run_stage(files, tiny_dir, ray_params(ray_cluster), "ray", pool="shards")
-    killer.join()
+    killed = killer.join()
     assert rc == 0, err
     assert killed, "no Ray worker was seen running the stage's tasks"
     same_outputs(local_run, out)

@@ -9,12 +9,8 @@ written, so the merged file equals the local one (the log would refuse a duplica
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -78,26 +74,9 @@ def test_pending_chunks_follow_the_generators_chunking():
 def test_ray_engine_same_chains_as_local_with_a_replica_killed(items, tiny_dir, ray_cluster):
     rc, err, local = run_stage(items, tiny_dir, "local", engine="local", workers=1)
     assert rc == 0, err
-    killed: list[int] = []
-
-    def kill_one() -> None:  # the first replica seen sampling a chunk
-        deadline = time.time() + 300
-        while time.time() < deadline and not killed:
-            for pid in ray_cluster.worker_pids():
-                try:
-                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-                except OSError:
-                    continue
-                if b"ChunkSampler.sample" in cmd:  # mid-chunk: the chunk it holds must be redone
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
-                    return
-            time.sleep(0.05)
-
-    killer = threading.Thread(target=kill_one)
-    killer.start()
+    killer = ray_cluster.kill_first_worker((b"ChunkSampler.sample",))  # mid-chunk: that chunk must be redone
     rc, err, ray_out = run_stage(items, tiny_dir, "ray", **ray_generate(ray_cluster))
-    killer.join()
+    killed = killer.join()
     assert rc == 0, err
     assert killed, "no Ray worker was seen hosting a replica"
     chains = (local / "gen" / "chains.jsonl").read_bytes()
