@@ -33,6 +33,19 @@ def exp_refs(baseline: str) -> dict[str, str]:
     return out
 
 
+def exp_refs_by_name() -> dict[str, str]:
+    """{experiment name: commit} over every baseline, the newest of a name winning: for studies whose
+    runs were started from several commits with the same params (the caller checks the params)."""
+    out = {}
+    for line in _git("for-each-ref", "--sort=creatordate", "--format=%(objectname) %(refname)",
+                     "refs/exps").splitlines():
+        sha, ref = line.split(" ", 1)
+        parts = ref.split("/")
+        if len(parts) == 5:
+            out[parts[4]] = sha
+    return out
+
+
 def params_at(rev: str, path: str = "params.yaml") -> dict:
     data = load_yaml(_git("show", f"{rev}:{path}"), f"{rev[:12]}:{path}")
     if not isinstance(data, dict):

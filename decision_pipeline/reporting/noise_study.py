@@ -44,7 +44,7 @@ CLAIMS_FILE = "metrics/claims.json"
 PREFIX = "noise-"
 MANIFEST = ".dvc/tmp/noise_study.json"
 #: files under metrics/ that are not outputs of one pipeline run
-NOT_RUN_OUTPUTS = ("metrics/noise/", CLAIMS_FILE, "metrics/curate_ablation.json")
+NOT_RUN_OUTPUTS = ("metrics/noise/", CLAIMS_FILE, "metrics/curate_ablation.json", "metrics/rl_ablation.json")
 
 
 @dataclass(frozen=True)
