@@ -30,7 +30,7 @@ from typing import Any
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.common.verdict import seed_verdict
-from decision_pipeline.reporting.git_runs import exp_refs, metrics_at, params_at
+from decision_pipeline.reporting.git_runs import exp_refs_by_name, metrics_at, params_at
 
 OVERFILLS = (1.0, 1.6, 2.2, 3.2, 4.5)   # the research's depths
 MODES = ("docs", "tokens", "pooled")
@@ -59,7 +59,8 @@ def grid(mix: dict[str, float], overfills=OVERFILLS) -> dict[str, list[str]]:
            for of in overfills}
     out[f"{PREFIX}m4-pooled"] = ["curate.mode=pooled", "curate.overfill=1.0"]
     weights = ",".join(f"{r}:{w}" for r, w in sorted(mix.items()))
-    out[f"{PREFIX}m6-tokens"] = ["curate.mode=tokens", "curate.overfill=1.0", f"curate.weights={{{weights}}}"]
+    # `++`: Hydra's add-or-override; plain `curate.weights={...}` is refused while params.yaml holds `{}`
+    out[f"{PREFIX}m6-tokens"] = ["curate.mode=tokens", "curate.overfill=1.0", f"++curate.weights={{{weights}}}"]
     return out
 
 
@@ -86,13 +87,38 @@ def row(name: str, params: dict, metrics: dict, base: dict) -> dict:
             "fallback_share": cur.get("fallback_share"), "vs_committed": vs}
 
 
+GRID_KEYS = ("mode", "overfill", "weights")  # what a grid point may change in `curate`
+
+
+def _without_grid_keys(params: dict) -> dict:
+    return {**params, "curate": {k: v for k, v in (params.get("curate") or {}).items() if k not in GRID_KEYS}}
+
+
+def first_difference(a: Any, b: Any, prefix: str = "") -> str | None:
+    """The first dotted key (sorted) whose value differs between two params trees, or None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            found = first_difference(a.get(k), b.get(k), f"{prefix}{k}.")
+            if found:
+                return found
+        return None
+    return None if a == b else prefix.rstrip(".")
+
+
 def collect(baseline: str, names: list[str]) -> dict:
-    """The results table of the grid's experiments run from `baseline`; a missing one is one line."""
-    refs, base = exp_refs(baseline), metrics_at(baseline)
+    """The results table of the grid's experiments, each found by name under any baseline commit (points
+    run across commits that left the params alone); a missing or confounded one is one line."""
+    refs, base = exp_refs_by_name(), metrics_at(baseline)
     missing = [n for n in names if n not in refs]
     if missing:
         raise PipelineError(f"curate ablation: {missing[0]} has no results (failed or not run; `dvc queue status`); "
                             "queue it again (--queue) and run `dvc exp run --run-all`, then --collect")
+    base_params = _without_grid_keys(params_at(baseline))
+    for n in names:
+        other = first_difference(_without_grid_keys(params_at(refs[n])), base_params)
+        if other:
+            raise PipelineError(f"curate ablation: {n} differs from {baseline[:12]} in {other}, not only in curate."
+                                f"{{{','.join(GRID_KEYS)}}}; remove it (dvc exp remove {n}) and run it again")
     rows = [row(n, params_at(refs[n]), metrics_at(refs[n]), base) for n in names]
     rows.sort(key=lambda r: (MODES.index(r["mode"]) if r["mode"] in MODES else len(MODES), r["overfill"] or 0))
     return {"source": f"experiments curate-* run from {baseline[:12]} (git trees)", "target": "pretrain@curated",

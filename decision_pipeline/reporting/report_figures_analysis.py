@@ -137,25 +137,28 @@ def has_ablation(store: Store) -> bool:
     return store.exists(ABLATION) and bool(store.raw(ABLATION, "rows"))
 
 
+def _ablation_label(r: dict) -> str:
+    return f"{r['mode']}, overfill {r['overfill']:g}"
+
+
 def curate_ablation(store: Store, out: Path) -> Path:
-    """Curated held-out ppl vs list depth (overfill) per fill mode; bars span the seeds' min to max."""
+    """One bar per experiment (fill mode x list depth): the curated GPT's tune-set perplexity, mean over its
+    seeds with the min-max range; a log axis, since a bad fill rule can be ten times worse."""
     rows = store.raw(ABLATION, "rows")
     with figure() as (fig, axes):
         ax = axes[0, 0]
-        for i, mode in enumerate(dict.fromkeys(r["mode"] for r in rows)):
-            mine = sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["overfill"])
-            x = [r["overfill"] for r in mine]
-            y = [r["ppl_mean"] for r in mine]
-            err = [[r["ppl_mean"] - r["ppl_min"] for r in mine], [r["ppl_max"] - r["ppl_mean"] for r in mine]]
-            ax.errorbar(x, y, yerr=err, fmt="-o", color=color(i), capsize=4, lw=2, ms=5,
-                        label=f"{mode} ({mine[0]['seeds']} seeds: mean, bars min-max)")
-            for r in mine:
-                if r.get("fallback_docs"):
-                    ax.annotate(f"{r['fallback_docs']} fallback", (r["overfill"], r["ppl_mean"]), fontsize=7,
-                                textcoords="offset points", xytext=(5, -10), color=color(i))
-        ax.set(xlabel="overfill (list depth = budget x overfill / registers, in tokens)",
-               ylabel="curated held-out perplexity", title="Curation ablation: list depth x fill mode "
-               "(dvc exp run, pretrain@curated)")
-        ax.grid(alpha=0.3)
-        legend_outside(fig, ax, where="below")
+        modes = list(dict.fromkeys(r["mode"] for r in rows))
+        y = list(range(len(rows)))[::-1]
+        for yi, r in zip(y, rows):
+            err = [[r["ppl_mean"] - r["ppl_min"]], [r["ppl_max"] - r["ppl_mean"]]]
+            ax.barh(yi, r["ppl_mean"], color=color(modes.index(r["mode"])), alpha=0.8)
+            ax.errorbar(r["ppl_mean"], yi, xerr=err, fmt="none", color="0.2", capsize=4, lw=1.5)
+            note = f"{r['ppl_mean']:.2f}" + (f", {r['fallback_docs']} fallback docs" if r.get("fallback_docs") else "")
+            ax.annotate(note, (r["ppl_max"], yi), textcoords="offset points", xytext=(4, -3), fontsize=7)
+        ax.set_yticks(y, [_ablation_label(r) for r in rows], fontsize=8)
+        ax.set_xscale("log")
+        seeds = rows[0]["seeds"]
+        ax.set(xlabel=f"curated GPT tune-set perplexity (mean of {seeds} seeds, bar min-max; log scale)",
+               title="Curation ablation (dvc exp run, pretrain@curated)")
+        ax.grid(alpha=0.3, axis="x")
         return save(fig, out)

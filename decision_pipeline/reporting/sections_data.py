@@ -165,10 +165,13 @@ def _ablation_caption(s: Store) -> str:
     rows = s.raw(A.ABLATION, "rows")
     best = min(rows, key=lambda r: r["ppl_mean"])
     beyond = [r for r in rows if r is not best and r["ppl_min"] > best["ppl_max"]]
-    return (f"Overfill {best['overfill']:g} gives the lowest curated held-out perplexity ({best['ppl_mean']:.2f}, "
-            f"{best['seeds']} seeds); " + (", ".join(f"{r['overfill']:g} ({r['ppl_mean']:.2f})" for r in beyond)
-                                           + (" lies" if len(beyond) == 1 else " lie") + " above its seed range" if beyond
-                                           else "every other overfill's seed range overlaps it")
+    label = lambda r: f"{r['mode']} at overfill {r['overfill']:g}"  # noqa: E731
+    where = s.raw(A.ABLATION, "read_on") if s.has(A.ABLATION, "read_on") else "held-out set"
+    return (f"{label(best)} gives the lowest curated perplexity ({best['ppl_mean']:.2f}, {best['seeds']} seeds; "
+            f"read on the {where.split(' (')[0]}); "
+            + (", ".join(f"{label(r)} ({r['ppl_mean']:.2f})" for r in beyond)
+               + (" lies" if len(beyond) == 1 else " lie") + " above its seed range" if beyond
+               else "every other point's seed range overlaps it")
             + ". Bars: min\u2013max over seeds (DVC experiments, pretrain@curated).")
 
 

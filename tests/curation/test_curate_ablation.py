@@ -26,7 +26,7 @@ def test_winner_mix_and_grid():
     g = ablation.grid(mix)
     assert list(g)[:2] == ["curate-docs-of1", "curate-docs-of1p6"] and len(g) == 7
     assert g["curate-m4-pooled"] == ["curate.mode=pooled", "curate.overfill=1.0"]
-    assert g["curate-m6-tokens"][-1] == "curate.weights={forum:0.1,news:0.3,qa:0.6}"
+    assert g["curate-m6-tokens"][-1] == "++curate.weights={forum:0.1,news:0.3,qa:0.6}"
     assert ablation.command("x", ["a=1"], ablation.MICRO) == [
         "dvc", "exp", "run", "--queue", "--name", "x", "-S", "a=1", "-S", "curate.budget_tokens=15000",
         "-S", "curate.reserve=0.1", "pretrain@curated"]
@@ -34,15 +34,15 @@ def test_winner_mix_and_grid():
         ablation.winner_mix({})
 
 
-def _commit(repo: Path, env: dict, ppl: list[float], mode: str) -> str:
+def _commit(repo: Path, env: dict, ppl: list[float], mode: str, budget: int = 500000) -> str:
     (repo / "metrics/pretrain").mkdir(parents=True, exist_ok=True)
     (repo / "metrics/curate").mkdir(parents=True, exist_ok=True)
-    (repo / "params.yaml").write_text(f"curate:\n  mode: {mode}\n  overfill: 1.0\n")
+    (repo / "params.yaml").write_text(f"curate:\n  mode: {mode}\n  overfill: 1.0\n  budget_tokens: {budget}\n")
     tune = {"n": len(ppl), "ppl": ppl, "ppl_mean": sum(ppl) / len(ppl)}
     (repo / ablation.PPL).write_text(json.dumps({"tune_seeds": tune, "seeds": {"ppl": [99.0] * len(ppl)}}))
     (repo / ablation.CURATE).write_text(json.dumps({"register_mix": MIX, "fallback_docs": 3}))
     subprocess.run(["git", "add", "-A"], cwd=repo, env=env, check=True)
-    subprocess.run(["git", "commit", "-qm", mode], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "commit", "-qm", mode, "--allow-empty"], cwd=repo, env=env, check=True)
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
 
 
@@ -60,4 +60,17 @@ def test_collect_reads_the_tune_set_and_pairs_with_the_committed_run(tmp_path, m
     assert (r["mode"], r["ppl_mean"], r["ppl_min"], r["fallback_docs"]) == ("pooled", 6.5, 5.0, 3)
     assert r["vs_committed"]["per_run"] == [-1.0, 0.5, -1.0] and r["vs_committed"]["verdict"] == "not tested"
     with pytest.raises(PipelineError, match="curate-m6-tokens has no results"):
+        ablation.collect(base, ["curate-m4-pooled", "curate-m6-tokens"])
+    # a point run from a later commit with the same params is found by name; one that also changed
+    # another param is refused, naming it
+    later = _commit(tmp_path, env, [6.0, 7.0, 8.0], "docs")
+    m6 = _commit(tmp_path, env, [6.0, 6.0, 6.0], "tokens")
+    subprocess.run(["git", "update-ref", f"refs/exps/{later[:2]}/{later[2:]}/curate-m6-tokens", m6], cwd=tmp_path,
+                   check=True)
+    assert [r["mode"] for r in ablation.collect(base, ["curate-m4-pooled", "curate-m6-tokens"])["rows"]] == \
+        ["tokens", "pooled"]
+    bad = _commit(tmp_path, env, [6.0, 6.0, 6.0], "tokens", budget=15000)
+    subprocess.run(["git", "update-ref", f"refs/exps/{later[:2]}/{later[2:]}/curate-m6-tokens", bad], cwd=tmp_path,
+                   check=True)
+    with pytest.raises(PipelineError, match="curate-m6-tokens differs from .* in curate.budget_tokens"):
         ablation.collect(base, ["curate-m4-pooled", "curate-m6-tokens"])
