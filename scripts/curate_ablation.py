@@ -25,12 +25,11 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.common.verdict import seed_verdict
-from decision_pipeline.reporting.git_runs import exp_refs_by_name, metrics_at, params_at
+from decision_pipeline.reporting.git_runs import exp_refs_by_name, first_difference, metrics_at, params_at
 
 OVERFILLS = (1.0, 1.6, 2.2, 3.2, 4.5)   # the research's depths
 MODES = ("docs", "tokens", "pooled")
@@ -92,17 +91,6 @@ GRID_KEYS = ("mode", "overfill", "weights")  # what a grid point may change in `
 
 def _without_grid_keys(params: dict) -> dict:
     return {**params, "curate": {k: v for k, v in (params.get("curate") or {}).items() if k not in GRID_KEYS}}
-
-
-def first_difference(a: Any, b: Any, prefix: str = "") -> str | None:
-    """The first dotted key (sorted) whose value differs between two params trees, or None."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
-            found = first_difference(a.get(k), b.get(k), f"{prefix}{k}.")
-            if found:
-                return found
-        return None
-    return None if a == b else prefix.rstrip(".")
 
 
 def collect(baseline: str, names: list[str]) -> dict:

@@ -31,7 +31,7 @@ from typing import Any
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
-from decision_pipeline.reporting.git_runs import exp_refs_by_name, metrics_at, params_at
+from decision_pipeline.reporting.git_runs import exp_refs_by_name, first_difference, metrics_at, params_at
 
 SCRIPT = "scripts/rl_ablation.py"
 TARGET = "evaluate@rl"
@@ -55,17 +55,6 @@ def _set(tree: dict, key: str, value: Any) -> dict:
     out = dict(tree)
     out[head] = _set(dict(out.get(head) or {}), rest, value) if rest else value
     return out
-
-
-def first_difference(a: Any, b: Any, prefix: str = "") -> str | None:
-    """The first dotted key (sorted) whose value differs between two params trees, or None."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
-            found = first_difference(a.get(k), b.get(k), f"{prefix}{k}.")
-            if found:
-                return found
-        return None
-    return None if a == b else prefix.rstrip(".")
 
 
 def quarters(rounds: list[dict], key: str) -> dict[str, float | None]:

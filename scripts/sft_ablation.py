@@ -31,7 +31,7 @@ from typing import Any
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_json
 from decision_pipeline.decision.sft_data import TARGET_MODES
-from decision_pipeline.reporting.git_runs import exp_refs, metrics_at, params_at
+from decision_pipeline.reporting.git_runs import exp_refs, first_difference, metrics_at, params_at
 
 SCRIPT = "scripts/sft_ablation.py"
 TARGET = "evaluate@sft"
@@ -73,17 +73,6 @@ def _get(tree: Any, key: str) -> Any:
     return tree
 
 
-def first_difference(a: Any, b: Any, prefix: str = "") -> str | None:
-    """The first dotted key (sorted) whose value differs between two params trees, or None."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
-            found = first_difference(a.get(k), b.get(k), f"{prefix}{k}.")
-            if found:
-                return found
-        return None
-    return None if a == b else prefix.rstrip(".")
-
-
 def row(name: str, mode: str, params: dict, metrics: dict, fix: str) -> dict:
     """One mode's results, or one line naming what its run lacks and `fix`, what to do about it."""
     if _get(params, "sft.target_mode") != mode:
@@ -107,7 +96,7 @@ def collect(baseline: str, modes: Sequence[str] = ABLATED) -> dict:
     `baseline`; a missing, unfinished or confounded one is a PipelineError of one line."""
     base_params = params_at(baseline)
     rows = [row(f"the committed run {baseline[:12]}", RULE, base_params, metrics_at(baseline),
-                f"collect against a commit whose run used the research's rule (--baseline)")]
+                "collect against a commit whose run used the research's rule (--baseline)")]
     refs = exp_refs(baseline)
     for mode in modes:
         name = exp_name(mode)

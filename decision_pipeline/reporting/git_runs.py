@@ -46,6 +46,18 @@ def exp_refs_by_name() -> dict[str, str]:
     return out
 
 
+def first_difference(a: Any, b: Any, prefix: str = "") -> str | None:
+    """The first dotted key (sorted) whose value differs between two params trees, or None: what a
+    study checks before it calls a run a variant of another."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            found = first_difference(a.get(k), b.get(k), f"{prefix}{k}.")
+            if found:
+                return found
+        return None
+    return None if a == b else prefix.rstrip(".")
+
+
 def params_at(rev: str, path: str = "params.yaml") -> dict:
     data = load_yaml(_git("show", f"{rev}:{path}"), f"{rev[:12]}:{path}")
     if not isinstance(data, dict):
