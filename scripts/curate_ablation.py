@@ -109,7 +109,8 @@ def collect(baseline: str, names: list[str]) -> dict:
                                 f"{{{','.join(GRID_KEYS)}}}; remove it (dvc exp remove {n}) and run it again")
     rows = [row(n, params_at(refs[n]), metrics_at(refs[n]), base) for n in names]
     rows.sort(key=lambda r: (MODES.index(r["mode"]) if r["mode"] in MODES else len(MODES), r["overfill"] or 0))
-    return {"source": f"experiments curate-* run from {baseline[:12]} (git trees)", "target": "pretrain@curated",
+    return {"source": f"experiments curate-* found by name, params checked against {baseline[:12]} (git trees)",
+            "target": "pretrain@curated",
             "read_on": "tune set (ingest.tune_fraction of the held-out documents)", "rows": rows}
 
 
