@@ -32,6 +32,7 @@ from typing import Any
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.reporting.git_runs import exp_refs_by_name, first_difference, metrics_at, params_at
+from decision_pipeline.reporting.sections_model import quarter_means
 
 SCRIPT = "scripts/rl_ablation.py"
 TARGET = "evaluate@rl"
@@ -58,13 +59,9 @@ def _set(tree: dict, key: str, value: Any) -> dict:
 
 
 def quarters(rounds: list[dict], key: str) -> dict[str, float | None]:
-    """Mean of `key` over the first and the last quarter of RL rounds (rounds without a value left out)."""
-    q = max(1, len(rounds) // 4)
-
-    def mean(part: list[dict]) -> float | None:
-        values = [r[key] for r in part if r.get(key) is not None]
-        return round(sum(values) / len(values), 6) if values else None
-    return {"first": mean(rounds[:q]), "last": mean(rounds[-q:])}
+    """The report's first- and last-quarter means of `key` over RL rounds, rounded for the table."""
+    first, last = quarter_means(rounds, key)
+    return {"first": None if first is None else round(first, 6), "last": None if last is None else round(last, 6)}
 
 
 def row(name: str, overrides: dict, metrics: dict) -> dict:

@@ -291,7 +291,7 @@ def s1mb_figs(s: Store) -> list[Fig]:
 
 
 # ------------------------------------------------------------------ RL
-def _quarters(rows: list[dict], key: str) -> tuple[float | None, float | None]:
+def quarter_means(rows: list[dict], key: str) -> tuple[float | None, float | None]:
     """Mean of `key` over the first and the last quarter of rounds; a round without a value (no parsed
     answer) is left out, and a quarter without any gives None."""
     q = max(1, len(rows) // 4)
@@ -309,9 +309,9 @@ def collapse_sentence(s: Store) -> str | None:
     rows = sorted(s.raw(RL, "answer_collapse"), key=lambda r: r["round"])
     if len(rows) < 2:
         return None
-    top0, top1 = _quarters(rows, "top_answer_share")
+    top0, top1 = quarter_means(rows, "top_answer_share")
     fair = all("top_answer_gold_share" in r for r in rows)  # runs before it carry only the gold top share
-    gold0, gold1 = _quarters(rows, "top_answer_gold_share" if fair else "top_gold_share")
+    gold0, gold1 = quarter_means(rows, "top_answer_gold_share" if fair else "top_gold_share")
     if None in (top0, top1, gold0, gold1):
         return "Answer collapse: some quarter of RL rounds has no parsed answer, so the shares are not compared."
     collapsing = top1 - top0 > 0.05 and top1 - gold1 > 0.1
@@ -320,8 +320,8 @@ def collapse_sentence(s: Store) -> str | None:
             f"went {top0:.2f} \u2192 {top1:.2f} while {gold} {gold0:.2f} \u2192 {gold1:.2f}"
             + ("; the policy increasingly gives one option regardless of the question, so part of any reward rise "
                "can be that option's base rate." if collapsing else "; no sign of one option taking over."))
-    parsed0, parsed1 = _quarters(rows, "parsed_share")
-    right0, right1 = _quarters(rows, "right_given_parsed")
+    parsed0, parsed1 = quarter_means(rows, "parsed_share")
+    right0, right1 = quarter_means(rows, "right_given_parsed")
     if None in (parsed0, parsed1, right0, right1):
         return text
     return text + (f" Rollouts with a parsed answer went {parsed0:.2f} \u2192 {parsed1:.2f}, and of those the right "
