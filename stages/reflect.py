@@ -1,9 +1,12 @@
 """Stage `reflect@{candidate}`: the candidate writes a two-voice reflection on every seed
 document with the prompt improve@{candidate} ended on (rule-based reference generators, or
 a model behind an OpenAI-compatible endpoint that the stage serves itself when
-`serve_model` is set)."""
+`serve_model` is set). With `reflect.engine: ray` the documents are reflected in chunks by Ray
+actors (decision_pipeline/charter/ray_reflect.py), byte for byte the same file."""
 from __future__ import annotations
 
+import os
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -37,7 +40,8 @@ def main(argv: list[str] | None = None) -> None:
     if gate["screened_out"]:
         rows, metrics = [], {**screened_out_metrics(args.candidate, gate), "missing_voice": 0, "seconds": 0.0}
     else:
-        rows, metrics = reflect(args.candidate, cfg, checks, read_table(args.seed_table), load_base(args.params).seed)
+        rows, metrics = reflect(args.candidate, cfg, checks, read_table(args.seed_table), load_base(args.params).seed,
+                                Path(args.out_dir))
     Path(args.out_dir).mkdir(parents=True, exist_ok=True)
     write_jsonl(Path(args.out_dir) / f"{args.candidate}.jsonl", rows)
     Path(args.metrics_dir).mkdir(parents=True, exist_ok=True)
@@ -45,6 +49,10 @@ def main(argv: list[str] | None = None) -> None:
     write_json(Path(args.metrics_dir) / f"{args.candidate}.json", metrics)
     summary(f"reflect@{args.candidate}", started, n=metrics["n"], missing_voice=metrics["missing_voice"],
             seconds=seconds)
+    if cfg.engine == "ray":  # as in stages/generate.py: a Ray driver can hang in interpreter shutdown
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,14 @@ Candidates: `rl_probe.fresh_questions` from the `rl` split (never trained on)
 and `rl_probe.sft_questions` from the SFT pool, each a SHA-256 subset. Chains
 are sampled with RL's own settings (`rl.temperature`, `rl.top_p`,
 `rl.max_completion_length`) into resumable shard logs (`persist: true`) over
-`rl_probe.workers` processes, merged into one `chains.jsonl` at the end; the
+`rl_probe.workers` processes (or Ray actors: `rl_probe.engine: ray`), merged into one `chains.jsonl` at the end; the
 readout logits are one forward pass per question. Writes `probe.jsonl` (one row
 per question) beside the log.
 """
 from __future__ import annotations
 
+import os
+import sys
 import time
 
 import torch
@@ -19,7 +21,8 @@ from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.decision.answering import readout
 from decision_pipeline.questions.schema import load_items
-from decision_pipeline.decision.rl_probe import ProbeSampling, RlProbeParams, candidates, probe_log, probe_metrics, probe_rows
+from decision_pipeline.decision.rl_probe import (ProbeSampling, RlProbeParams, candidates, probe_log, probe_metrics,
+                                                 probe_rows, probe_workers)
 from decision_pipeline.decision.rl_trainer import RLParams
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import load_model
@@ -43,6 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(p.threads)
     questions = candidates(load_items(args.items, split="pool"), load_items(args.items, split="rl"), p)
     runtime = load_section(RuntimeParams, "runtime", args.params)
+    probe_workers(p, args.model, runtime)  # engine ray: the cluster checked before any work
     model, tok = load_model(args.model, device=runtime.device), load_tokenizer(args.model)
     # the readout first: a vLLM engine keeps its share of the GPU once built
     logits = readout(model, tok, questions, p.batch_size, runtime.readout_batch_tokens)
@@ -57,6 +61,10 @@ def main(argv: list[str] | None = None) -> None:
     write_json(args.metrics, metrics)
     summary("rl_probe", started, questions=len(rows), fresh=metrics["fresh"]["questions"],
             mixed_share=metrics["mixed_share"])
+    if p.engine == "ray":  # as in stages/generate.py: a Ray driver can hang in interpreter shutdown
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ from decision_pipeline.charter.agreement import LABELS, agreement_over_repeats
 from decision_pipeline.charter.charter import Charter, load_charter
 from decision_pipeline.charter.checks import CheckParams, parse_reflection, split_voices
 from decision_pipeline.charter.generators import (CandidateParams, EndpointGenerator, check_candidate,
-                                                  reference_generator)
+                                                  make_generator)
 from decision_pipeline.charter.judge import JudgeParams, judge_all, make_judge
-from decision_pipeline.charter.prompts import load_prompt
+from decision_pipeline.charter.prompts import Prompt, load_prompt
+from decision_pipeline.charter.ray_reflect import ReflectRayParams, reflect_on_ray
 from decision_pipeline.charter.reviews import (PROVENANCE, ReviewsParams, expected_disagreement,
                                                measured_disagreement, seeded_reviews)
 from decision_pipeline.charter.seed import SPLITS
@@ -28,12 +29,19 @@ from decision_pipeline.charter.throughput import ThroughputParams, cost, measure
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import read_json
 from decision_pipeline.common.params import rule
+from decision_pipeline.common.raycluster import ENGINES
 
 
 @dataclass
 class ReflectParams:
     charter: str = rule(doc="the charter file; prompts receive it through {charter}")
     candidates: dict[str, CandidateParams] = rule(doc="candidate name -> generator settings")
+    engine: str = rule(run_control=True, choices=ENGINES, default="local",
+                       doc="local: this process (an endpoint's requests `concurrency` at a time); ray: the seed "
+                           "documents in chunks over `ray.workers` Ray actors, each its own generator (a served "
+                           "replica per actor with serve_model): the same reflections, byte for byte")
+    ray: ReflectRayParams = rule(run_control=True, default_factory=lambda: ReflectRayParams("auto"),
+                                 doc="the Ray cluster and its actors (engine: ray only)")
 
 
 @dataclass
@@ -50,14 +58,11 @@ def candidate(cfg: ReflectParams, name: str) -> CandidateParams:
     return c
 
 
-def _generator(name: str, c: CandidateParams, charter: Charter, checks: CheckParams, base_url: str, seed: int):
-    if c.kind == "reference":
-        prompt = load_prompt(c.prompt, charter) if c.prompt else None
-        return reference_generator(name, c.reference, charter, checks, prompt), prompt.version if prompt else 0
-    if not c.prompt:
+def candidate_prompt(name: str, c: CandidateParams, charter: Charter) -> Prompt | None:
+    """The candidate's loaded prompt (None for a reference generator without one)."""
+    if c.kind == "endpoint" and not c.prompt:
         raise PipelineError(f"reflect.candidates.{name}.prompt: an endpoint candidate needs a prompt file")
-    prompt = load_prompt(c.prompt, charter)
-    return EndpointGenerator(name, c, prompt, charter, base_url, seed), prompt.version
+    return load_prompt(c.prompt, charter) if c.prompt else None
 
 
 def screen(name: str, throughput_metrics: Path) -> dict:
@@ -91,24 +96,34 @@ def check_judge_not_candidate(judge_cfg: JudgeParams, candidates: dict[str, Cand
                                 "reflect.candidates")
 
 
-def reflect(name: str, cfg: ReflectParams, checks: CheckParams, docs: list[dict], seed: int) -> tuple[list, dict]:
-    """One reflection record per seed document for candidate `name`, plus metrics."""
+def reflect(name: str, cfg: ReflectParams, checks: CheckParams, docs: list[dict], seed: int,
+            log_dir: Path | None = None) -> tuple[list, dict]:
+    """One reflection record per seed document for candidate `name`, plus metrics. With `engine: ray` the
+    documents are reflected in chunks by Ray actors (charter/ray_reflect.py; finished chunks logged in
+    `log_dir`, the stage's out dir, so a rerun resumes): the same records as here."""
     c, charter = candidate(cfg, name), load_charter(cfg.charter)
-    version = load_prompt(c.prompt, charter).version if c.prompt else 0
+    prompt = candidate_prompt(name, c, charter)
+    version = prompt.version if prompt else 0
     started = time.perf_counter()
-    if c.kind == "endpoint" and c.serve_model:
+    if cfg.engine == "ray":
+        texts, truncated = reflect_on_ray(name, c, charter, checks, prompt, docs, seed, cfg.ray,
+                                                      Path(log_dir or "."))
+        # the rows' stated properties come from the rule itself (cheap, no model): built here
+        gen = make_generator(name, c, charter, checks, prompt, "", seed) if c.kind == "reference" else None
+    elif c.kind == "endpoint" and c.serve_model:
         with served(c.serve_model, c.model, timeout_s=120) as (url, _pid):
-            gen, _ = _generator(name, c, charter, checks, url, seed)
+            gen = make_generator(name, c, charter, checks, prompt, url, seed)
             texts = gen.reflect(docs)
     else:
-        gen, _ = _generator(name, c, charter, checks, c.base_url, seed)
+        gen = make_generator(name, c, charter, checks, prompt, c.base_url, seed)
         texts = gen.reflect(docs)
+    if cfg.engine != "ray":
+        truncated = getattr(gen, "truncated_prompts", 0)
     seconds = time.perf_counter() - started
     rows = [reflection_row(name, c.kind, version, d, text, gen) for d, text in zip(docs, texts)]
     missing = sum(1 for r in rows if not all(r["voices"][v] for v in VOICES))
     return rows, {"candidate": name, "kind": c.kind, "prompt_version": version, "n": len(rows),
-                  "missing_voice": missing, "truncated_prompts": getattr(gen, "truncated_prompts", 0),
-                  "seconds": seconds}
+                  "missing_voice": missing, "truncated_prompts": truncated, "seconds": seconds}
 
 
 def reflection_row(name: str, kind: str, version: int, doc: dict, text: str, gen: object) -> dict:

@@ -69,8 +69,9 @@ def check_candidate(name: str, cfg: CandidateParams) -> None:
 class Generator(Protocol):
     name: str
 
-    def reflect(self, docs: Sequence[dict]) -> list[str]:
-        """One reflection text per document (rows with id, text, safety_score)."""
+    def reflect(self, docs: Sequence[dict], offset: int = 0) -> list[str]:
+        """One reflection text per document (rows with id, text, safety_score); `offset` is the first
+        document's index in the whole list (an endpoint's request seeds count from it)."""
         ...
 
 
@@ -107,8 +108,8 @@ class ReferenceGenerator:
                     "observer": _props(True, False, False, "none", 3)}
         return {"first_person": _props(True, True, False, cites, 3), "observer": _props(True, True, False, cites, 2)}
 
-    def reflect(self, docs: Sequence[dict]) -> list[str]:
-        return [self.one(d) for d in docs]
+    def reflect(self, docs: Sequence[dict], offset: int = 0) -> list[str]:
+        return [self.one(d) for d in docs]  # per document: where the list starts changes nothing
 
 
 def _props(in_voice: bool, engages: bool, opener: bool, cites: str, mentions: int) -> dict:
@@ -183,6 +184,17 @@ def reference_generator(name: str, kind: str, charter: Charter, checks: CheckPar
     return ReferenceGenerator(name, kind, charter, checks)
 
 
+def make_generator(name: str, c: CandidateParams, charter: Charter, checks: CheckParams, prompt: Prompt | None,
+                   base_url: str, seed: int) -> "ReferenceGenerator | EndpointGenerator":
+    """The candidate's generator from parts already loaded (the stage loads the files; a Ray actor on
+    another node receives the objects)."""
+    if c.kind == "reference":
+        return reference_generator(name, c.reference, charter, checks, prompt)
+    if prompt is None:
+        raise PipelineError(f"reflect.candidates.{name}.prompt: an endpoint candidate needs a prompt file")
+    return EndpointGenerator(name, c, prompt, charter, base_url, seed)
+
+
 class EndpointGenerator:
     """A model behind an OpenAI-compatible completions endpoint, driven with the
     candidate's prompt: token-id prompts in batches of `batch_size` per request (the
@@ -245,10 +257,12 @@ class EndpointGenerator:
             self.prompt_tokens += int((answer.get("usage") or {}).get("prompt_tokens", 0))
         return [str(c.get("text") or "") for c in choices]
 
-    def reflect(self, docs: Sequence[dict]) -> list[str]:
+    def reflect(self, docs: Sequence[dict], offset: int = 0) -> list[str]:
+        """Batches of `batch_size` from the start of `docs`; batch s is sampled with seed + offset + s, so a
+        slice starting at a multiple of batch_size (a Ray chunk) gets what the whole list would."""
         ids = [self.prompt_ids(d) for d in docs]
         b = self.cfg.batch_size
         starts = list(range(0, len(ids), b))
         with ThreadPoolExecutor(max_workers=self.cfg.concurrency) as pool:
-            parts = list(pool.map(lambda s: self._batch(s, ids[s:s + b]), starts))
+            parts = list(pool.map(lambda s: self._batch(offset + s, ids[s:s + b]), starts))
         return [t for part in parts for t in part]

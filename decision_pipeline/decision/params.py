@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import rule
+from decision_pipeline.common.raycluster import ENGINES, RayParams
 from decision_pipeline.lm.params import BACKENDS, LaunchParams
 
 OFFSET_MODES = ("fitted", "tested", "off")
@@ -75,6 +76,15 @@ class EvaluateParams:
 
 
 @dataclass
+class ProbeRayParams(RayParams):
+    """The cluster `rl_probe` samples on; the fields of generation.GenerateRayParams (that module imports
+    torch, this one must not), so decision.ray_generation takes either."""
+    cpus_per_worker: int = rule(run_control=True, min=1, default=1,
+                                doc="CPUs Ray reserves for each probe replica on a CPU cluster (on a GPU cluster "
+                                    "each replica takes one GPU)")
+
+
+@dataclass
 class RlProbeParams:
     """params.yaml `rl_probe`: which questions are probed and how many chains each."""
     k: int = rule(min=2, doc="chains per candidate question (eligibility is 1..k-1 correct)")
@@ -86,6 +96,11 @@ class RlProbeParams:
     threads: int = rule(min=1, doc="torch CPU threads of each worker (the same for any number of workers)")
     workers: int = rule(min=1, doc="probe processes (CPU) or GPUs with one engine each; chunk i goes to worker "
                                    "i mod workers and chains.jsonl is the same for any value")
+    engine: str = rule(run_control=True, choices=ENGINES, default="local",
+                       doc="local: `workers` processes (or GPUs) of this machine; ray: `workers` model replicas as "
+                           "Ray actors on the cluster at ray.address (the same chains.jsonl, byte for byte)")
+    ray: ProbeRayParams = rule(run_control=True, default_factory=lambda: ProbeRayParams("auto"),
+                               doc="the Ray cluster (engine: ray only)")
 
 
 

@@ -50,19 +50,33 @@ def candidates(pool: Sequence[dict], fresh: Sequence[dict], p: RlProbeParams) ->
     return sorted(chosen, key=lambda q: q["id"])
 
 
+def probe_workers(p: RlProbeParams, model_dir: str, runtime=None) -> sharding.Workers:
+    """Who samples the probe chains. With `engine: ray` this joins the cluster and checks it can hold
+    `p.workers` replicas (one line naming `rl_probe.ray.address` or `rl_probe.workers` otherwise): the
+    stage calls it before its readout pass, so a bad cluster fails in seconds with nothing written."""
+    workers = sharding.Workers(model_dir, p.backend, p.batch_size, p.threads, p.workers, runtime)
+    if p.engine == "ray":
+        from decision_pipeline.decision import ray_generation  # Ray only when asked for
+        ray_generation.attach(p.ray, workers, "rl_probe")
+    return workers
+
+
 def probe_log(p: RlProbeParams, s: ProbeSampling, seed: int, model, tok, model_dir: str,
               questions: Sequence[dict], out_dir: str | Path, runtime=None) -> dict:
     """Fill `out_dir`/chains.jsonl with k chains per question (resuming a run of the same
-    params and model; `p.workers` processes share the chunks), written once in canonical
+    params and model; `p.workers` processes share the chunks, or `p.workers` Ray actors with
+    `engine: ray`, ray_generation.py), written once in canonical
     order when complete, and return generation counts.
 
     `chunk` is part of the fingerprint: chunk i is sampled with its own seed, so another
     chunk size gives other chains and a log cut differently must not be resumed. `runtime`
     (RuntimeParams, None = its defaults) places the model and sizes a vLLM engine; it decides where
     the chains are computed, not what they are, so it stays out of the fingerprint."""
+    workers = probe_workers(p, model_dir, runtime)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    content = {k: v for k, v in asdict(p).items() if k not in ("threads", "workers")}
+    # where the chains are computed (threads, workers, engine, cluster) is not what they are
+    content = {k: v for k, v in asdict(p).items() if k not in ("threads", "workers", "engine", "ray")}
     fp = run_fingerprint(content, asdict(s), seed, [q["id"] for q in questions], model_fingerprint(model_dir))
     fp_file = out / "fingerprint.txt"
     if not fp_file.is_file() or fp_file.read_text().strip() != fp:
@@ -73,8 +87,12 @@ def probe_log(p: RlProbeParams, s: ProbeSampling, seed: int, model, tok, model_d
     settings = SamplingSettings(max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
                                 n=p.k, seed=seed, stop_token_ids=(tok.eos_token_id,))
     resumed = len(sharding.logged_ids(out))
-    workers = sharding.Workers(model_dir, p.backend, p.batch_size, p.threads, p.workers, runtime)
-    stats = sharding.generate_sharded(out, SOURCE, questions, settings, tok, p.chunk, workers, model, desc="rl_probe")
+    if p.engine == "ray":
+        from decision_pipeline.decision import ray_generation
+        stats = ray_generation.generate_on_ray(out, SOURCE, questions, settings, p.chunk, workers, p.ray, key="rl_probe")
+    else:
+        stats = sharding.generate_sharded(out, SOURCE, questions, settings, tok, p.chunk, workers, model,
+                                          desc="rl_probe")
     sharding.merge_logs(out)
     return {"resumed_records": resumed, "new_records": stats["new_records"], "workers": p.workers,
             "tokens_per_second": round(stats["gen_tokens"] / max(stats["gen_seconds"], 1e-9), 1)

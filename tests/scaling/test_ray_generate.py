@@ -1,5 +1,6 @@
 """`generate.engine: ray` on a real 2-node Ray cluster writes the local engine's chains.jsonl, byte for
 byte, with a replica's process killed mid-stage; an unreachable or too small cluster is one line.
+`rl_probe.engine: ray` runs on the same replicas and writes the local probe.
 
 Two replicas (one per node, 1 CPU each) share 12 chunks; the killer SIGKILLs the first Ray worker
 process seen sampling a chunk (`ray::ChunkSampler.sample`), so Ray restarts the actor and resubmits
@@ -101,3 +102,49 @@ def test_ray_engine_bad_cluster_is_one_line_and_writes_nothing(items, tiny_dir, 
     lines = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(lines) == 1 and words in lines[0], lines
     assert not (items / f"bad_{case}").exists()  # no log, no fingerprint, no metrics
+
+
+def run_probe(root: Path, model: str, tag: str, **probe) -> tuple[int, str, Path]:
+    """The rl_probe stage as DVC runs it (a subprocess), micro params with `rl_probe` changed by `probe`."""
+    data = json.loads(json.dumps(MICRO))
+    data["rl_probe"].update({"threads": 1, **probe})
+    params = root / f"params_{tag}.yaml"
+    params.write_text(yaml.safe_dump(data))
+    out = root / tag
+    proc = subprocess.run([sys.executable, "-m", "stages.rl_probe", "--params", str(params), "--model", model,
+                           "--items", str(root / "items.parquet"), "--out", str(out / "probe"),
+                           "--metrics", str(out / "m.json"), "--timings", str(out / "t.json")],
+                          cwd=ROOT, env=loopback_env(), capture_output=True, text=True, timeout=300)
+    return proc.returncode, proc.stderr, out
+
+
+def test_rl_probe_on_ray_writes_the_local_probe(items, tiny_dir, ray_cluster):
+    """`rl_probe.engine: ray` reuses generate's replicas: the same chains and probe rows, byte for byte."""
+    rc, err, local = run_probe(items, tiny_dir, "probe_local", engine="local", workers=1)
+    assert rc == 0, err
+    rc, err, ray_out = run_probe(items, tiny_dir, "probe_ray", engine="ray", workers=2,
+                                 ray={"address": ray_cluster.address, "cpus_per_worker": 1})
+    assert rc == 0, err
+    for name in ("chains.jsonl", "probe.jsonl"):
+        data = (local / "probe" / name).read_bytes()
+        assert data and data == (ray_out / "probe" / name).read_bytes(), name
+    rows = (local / "probe" / "probe.jsonl").read_bytes().splitlines()
+    assert len((local / "probe" / "chains.jsonl").read_bytes().splitlines()) == 2 * len(rows) > 0  # k = 2
+    m_local, m_ray = (json.loads((d / "m.json").read_text()) for d in (local, ray_out))
+    assert (m_local.pop("workers"), m_ray.pop("workers")) == (1, 2)
+    assert m_local == m_ray
+
+
+def test_rl_probe_without_a_cluster_is_one_line_and_writes_nothing(items, tiny_dir, capsys):
+    from stages.rl_probe import main  # in this process: it fails before loading the model
+    data = json.loads(json.dumps(MICRO))
+    data["rl_probe"].update({"engine": "ray", "ray": {"address": "127.0.0.1:9", "cpus_per_worker": 1}})
+    params = items / "params_probe_bad.yaml"
+    params.write_text(yaml.safe_dump(data))
+    out = items / "probe_bad"
+    capsys.readouterr()
+    rc = main(["--params", str(params), "--model", tiny_dir, "--items", str(items / "items.parquet"),
+               "--out", str(out / "probe"), "--metrics", str(out / "m.json"), "--timings", str(out / "t.json")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "rl_probe.ray.address: no Ray cluster answers at 127.0.0.1:9" in lines[0], lines
+    assert not out.exists()

@@ -1,0 +1,186 @@
+"""Annotation on a Ray cluster (`reflect.engine: ray`): the seed documents in chunks, each chunk
+reflected by one of `reflect.ray.workers` Ray actors, the driver writing one resumable log.
+
+Why this shape: the research's annotation run is the job that outgrows one machine (51.4M documents,
+~13,000 GPU-hours), and a candidate's reflections depend only on the document and, for a model
+behind an endpoint, on the request seed `seed + index of the batch's first document` (generators.py).
+So the driver cuts the documents into chunks whose starts are multiples of the candidate's
+`batch_size`, and any actor on any node writes what one process would:
+
+- each actor builds the candidate's generator once: a rule-based reference generator, or an endpoint
+  generator that talks to its own served replica (`serve_model`: the model directory's bytes are
+  shipped through Ray's object store, no shared disk needed; one GPU per replica on a GPU cluster)
+  or to the shared `base_url`;
+- the driver keeps every actor busy with one chunk at a time and appends each finished chunk to
+  `<out dir>/<candidate>.ray.jsonl` the moment it comes back; a rerun of the same candidate, prompt,
+  documents and seed skips the logged chunks (a different run discards the log); the log is removed
+  once the stage has every reflection.
+
+Faults: a dead actor is restarted by Ray and its chunk resubmitted (`RESTARTS`); the chunk is
+reflected again with the same seeds and logged once. An unreachable or too small cluster is one line
+naming `reflect.ray.address` / `reflect.ray.workers` before anything is written.
+"""
+from __future__ import annotations
+
+import gc
+import tempfile
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from decision_pipeline.charter.charter import Charter
+from decision_pipeline.charter.checks import CheckParams
+from decision_pipeline.charter.generators import CandidateParams, make_generator
+from decision_pipeline.charter.prompts import Prompt
+from decision_pipeline.charter.throughput import served
+from decision_pipeline.common import raycluster
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.fingerprint import model_fingerprint, run_fingerprint
+from decision_pipeline.common.io import JsonlAppender, read_jsonl, write_text_atomic
+from decision_pipeline.common.params import rule
+from decision_pipeline.common.raycluster import RayParams
+
+#: how often Ray restarts a dead actor and resubmits its chunk before the stage fails
+RESTARTS = 3
+#: settings that decide how requests are sent, not what comes back
+TRANSPORT = ("concurrency", "timeout_s", "max_retries", "gpus")
+
+
+@dataclass
+class ReflectRayParams(RayParams):
+    """Where and how wide `reflect` runs with `engine: ray`."""
+    workers: int = rule(run_control=True, min=1, default=2, doc="generator actors (each serves its own replica "
+                                                                 "when the candidate has serve_model)")
+    chunk_docs: int = rule(run_control=True, min=1, default=64,
+                           doc="documents per Ray task and per line of the resume log (rounded up to a multiple of "
+                               "the candidate's batch_size, so request seeds fall as in one process)")
+    cpus_per_worker: int = rule(run_control=True, min=1, default=1,
+                                doc="CPUs Ray reserves per actor (an endpoint candidate's served replica takes its "
+                                    "`gpus` GPUs instead on a GPU cluster)")
+
+
+def chunk_size(asked: int, c: CandidateParams) -> int:
+    """`asked` rounded up to a multiple of an endpoint's batch size (request seeds count from a batch start)."""
+    b = c.batch_size if c.kind == "endpoint" else 1
+    return -(-asked // b) * b
+
+
+def log_path(log_dir: Path, name: str) -> Path:
+    return log_dir / f"{name}.ray.jsonl"
+
+
+def run_key(name: str, c: CandidateParams, prompt: Prompt | None, charter: Charter, checks: CheckParams,
+            docs: Sequence[dict], seed: int, chunk: int) -> str:
+    """What the reflections depend on: a log written under another key is not resumed."""
+    cand = {k: v for k, v in asdict(c).items() if k not in TRANSPORT}
+    model = model_fingerprint(c.serve_model) if c.kind == "endpoint" and c.serve_model else c.model
+    return run_fingerprint(name, cand, prompt.template if prompt else "", charter.text, asdict(checks), seed, chunk,
+                           model, [(d["id"], d["text"], d["safety_score"]) for d in docs])
+
+
+class ReflectReplica:
+    """One generator (a Ray actor): reflects whole chunks and returns their texts."""
+
+    def __init__(self, name: str, c: CandidateParams, charter: Charter, checks: CheckParams, prompt: Prompt | None,
+                 seed: int, files: dict[str, bytes] | None) -> None:
+        self.server = None
+        url = c.base_url
+        if files is not None:  # serve_model: this actor's own replica, from the shipped bytes
+            root = tempfile.mkdtemp(prefix="ray-reflect-")
+            for rel, data in files.items():
+                path = Path(root) / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+            c = replace(c, serve_model=root, tokenizer=c.tokenizer or root)
+            self.server = served(root, c.model, timeout_s=120)
+            url, _pid = self.server.__enter__()
+        self.gen = make_generator(name, c, charter, checks, prompt, url, seed)
+
+    def run(self, start: int, docs: list[dict]) -> tuple[int, list[str], int]:
+        before = getattr(self.gen, "truncated_prompts", 0)
+        texts = self.gen.reflect(docs, start)
+        return start, texts, getattr(self.gen, "truncated_prompts", 0) - before
+
+    def close(self) -> None:
+        """Stop the served replica (by its pid) before the actor goes."""
+        if self.server is not None:
+            self.server.__exit__(None, None, None)
+            self.server = None
+
+
+def _attach(cfg: ReflectRayParams, c: CandidateParams) -> tuple[Any, dict]:
+    """Join the cluster and check it can hold the actors at once; the resources of one actor."""
+    ray = raycluster.connect(cfg.address, "reflect.ray.address")
+    try:
+        gpus = raycluster.cluster_gpus(ray)
+        if c.kind == "endpoint" and c.serve_model and gpus and c.gpus:
+            if cfg.workers * c.gpus > gpus:
+                raise PipelineError(f"reflect.ray.workers is {cfg.workers} (x {c.gpus} GPU each) but the Ray "
+                                    f"cluster at {cfg.address} has {gpus} GPU(s); lower reflect.ray.workers")
+            return ray, {"num_gpus": c.gpus, "num_cpus": 1}
+        raycluster.check_capacity(ray, cfg.workers, cfg.cpus_per_worker, "reflect.ray.workers", cfg.address)
+    except PipelineError:
+        raycluster.disconnect(ray)
+        raise
+    return ray, {"num_cpus": cfg.cpus_per_worker}
+
+
+def reflect_on_ray(name: str, c: CandidateParams, charter: Charter, checks: CheckParams, prompt: Prompt | None,
+                   docs: Sequence[dict], seed: int, cfg: ReflectRayParams, log_dir: Path) -> tuple[list[str], int]:
+    """Every document's reflection (in `docs` order) and the truncated-prompt count, from Ray actors."""
+    ray, resources = _attach(cfg, c)
+    chunk = chunk_size(cfg.chunk_docs, c)
+    path = log_path(log_dir, name)
+    key = run_key(name, c, prompt, charter, checks, docs, seed, chunk)
+    key_file = path.with_suffix(".key")
+    if not key_file.is_file() or key_file.read_text().strip() != key:
+        path.unlink(missing_ok=True)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(key_file, key + "\n")
+    try:
+        with JsonlAppender(path) as log:
+            todo = [lo for lo in range(0, len(docs), chunk) if f"chunk-{lo}" not in log.done]
+            if todo:
+                _run_chunks(ray, resources, name, c, charter, checks, prompt, docs, seed, cfg, chunk, todo, log)
+    except ray.exceptions.RayError as exc:
+        reason = " ".join(str(exc).split())[:200]
+        raise PipelineError(f"reflect@{name}: a Ray actor failed beyond {RESTARTS} restarts ({reason}); finished "
+                            f"chunks are kept in {path}: rerun to resume") from None
+    finally:
+        raycluster.disconnect(ray)
+    parts = sorted(read_jsonl(path), key=lambda r: r["start"])
+    texts = [t for part in parts for t in part["texts"]]
+    if len(texts) != len(docs):
+        raise PipelineError(f"{path}: {len(texts)} reflections logged for {len(docs)} documents; delete it and rerun")
+    path.unlink()
+    key_file.unlink()
+    return texts, sum(part["truncated"] for part in parts)
+
+
+def _run_chunks(ray: Any, resources: dict, name: str, c: CandidateParams, charter: Charter, checks: CheckParams,
+                prompt: Prompt | None, docs: Sequence[dict], seed: int, cfg: ReflectRayParams, chunk: int,
+                todo: list[int], log: JsonlAppender) -> None:
+    """Keep every actor busy with one chunk; log each chunk as it comes back."""
+    files = None
+    if c.kind == "endpoint" and c.serve_model:
+        root = Path(c.serve_model)
+        files = ray.put({str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()})
+    actor = ray.remote(ReflectReplica).options(max_restarts=RESTARTS, max_task_retries=RESTARTS, **resources)
+    actors = [actor.remote(name, c, charter, checks, prompt, seed, files) for _ in range(min(cfg.workers, len(todo)))]
+    busy: dict[Any, int] = {}
+    queue = list(todo)
+    while queue or busy:
+        for a in range(len(actors)):
+            if queue and a not in busy.values():
+                lo = queue.pop(0)
+                busy[actors[a].run.remote(lo, list(docs[lo:lo + chunk]))] = a
+        ready, _ = ray.wait(list(busy), num_returns=1)
+        busy.pop(ready[0])
+        start, texts, truncated = ray.get(ready[0])
+        log.append({"id": f"chunk-{start}", "start": start, "texts": texts, "truncated": truncated})
+    ray.get([a.close.remote() for a in actors])
+    for a in actors:
+        ray.kill(a)
+    # handles and refs go while the driver is connected (ray_generation.py: one freed after shutdown can hang)
+    del actors, busy, files, ready
+    gc.collect()
