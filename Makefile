@@ -8,7 +8,7 @@ STAMP   := .venv/.installed
 # dvc.yaml commands call `python`: the venv's must come first on PATH
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: install run docs determinism profile check test bench gpu-params clean-venv s3-local report review noise noise-collect review-ui review-export preflight memory-plan gpu-install cohort gpu-check dag pull compare
+.PHONY: install run docs determinism profile check test bench ray-pool bench-ray gpu-params clean-venv s3-local report review noise noise-collect review-ui review-export preflight memory-plan gpu-install cohort gpu-check dag pull compare
 
 $(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml
 	python3.11 -m venv .venv || python3 -m venv .venv
@@ -122,6 +122,16 @@ bench: $(STAMP)
 	$(PY) perf/bench_autocast.py
 	$(PY) perf/bench_s1mb.py
 	$(PY) perf/bench_sampling.py $(if $(wildcard models/base/config.json),--model models/base)
+
+# Curation on Ray past one process's memory (#38, docs/scaling.md): a synthetic pool of RAY_POOL_DOCS documents
+# in Parquet shards (not tracked: ~0.6 GB at 1M), then the driver's peak RSS at 100k vs 1M documents and
+# docs/s at 1 and 2 workers against local, on a 2-node loopback cluster it starts and stops by process id
+RAY_POOL ?= data/perf/ray_pool
+RAY_POOL_DOCS ?= 1000000
+ray-pool: $(STAMP)
+	$(PY) perf/bench_ray_curate.py --make-pool $(RAY_POOL) --docs $(RAY_POOL_DOCS)
+bench-ray: ray-pool
+	$(PY) perf/bench_ray_curate.py --pool $(RAY_POOL) --json metrics/perf/ray_curate.json
 
 # `dvc pull` after checking that the default remote answers: no public remote holds this project's
 # models and data, so in a fresh clone this says so in one line (and what to do) instead of 23 DVC errors

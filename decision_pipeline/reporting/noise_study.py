@@ -20,7 +20,8 @@ what it changes. `--collect` writes, all or nothing:
   n, sd, halfrange and mean (spread.py); `--finished-only` collects a study stopped part-way and names
   the planned runs it lacks (`not_run`);
 - metrics/claims.json: the research's comparisons (CLAIMS) with one paired difference per
-  whole-chain run (baseline + reseeds) and the verdict of common/verdict.py (>= 5 runs).
+  whole-chain run (baseline + reseeds) and the verdict of common/verdict.py (>= 5 runs);
+- metrics/noise/by_source.json: the SD of each claim's difference over each source's runs.
 """
 from __future__ import annotations
 
@@ -37,14 +38,15 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.common.verdict import seed_verdict
 from decision_pipeline.reporting.git_runs import exp_refs, metrics_at, params_at
-from decision_pipeline.reporting.spread import flatten_numbers, spreads
+from decision_pipeline.reporting.spread import describe, flatten_numbers, spreads
 
 NOISE_DIR = "metrics/noise"
 CLAIMS_FILE = "metrics/claims.json"
 PREFIX = "noise-"
 MANIFEST = ".dvc/tmp/noise_study.json"
 #: files under metrics/ that are not outputs of one pipeline run
-NOT_RUN_OUTPUTS = ("metrics/noise/", CLAIMS_FILE, "metrics/curate_ablation.json", "metrics/rl_ablation.json")
+NOT_RUN_OUTPUTS = ("metrics/noise/", CLAIMS_FILE, "metrics/curate_ablation.json", "metrics/rl_ablation.json",
+                   "metrics/perf/")
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,23 @@ def claims(runs: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict:
     return {"n_min": next(iter(out.values()))["n_min"] if out else None, "source": "reseed", "comparisons": out}
 
 
+def claims_by_source(by_source: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
+                     not_run: Mapping[str, Sequence[str]]) -> dict:
+    """metrics/noise/by_source.json: each claim's paired difference, its SD over each source's runs (the
+    baseline included), so a reader sees which source of chance its whole-chain noise comes from. A source
+    with the baseline alone has sd null ("n/a" in the docs), not 0."""
+    out: dict[str, dict] = {}
+    for key, claim in CLAIMS.items():
+        row: dict[str, Any] = {"label": claim.label}
+        for source, runs in by_source.items():
+            values = [v for v in (claim_value(claim, m) for _, m in runs) if v is not None]
+            d = describe(values) if values else {"n": 0}
+            row[source] = {**d, "sd": d["sd"] if len(values) > 1 else None}
+        out[key] = row
+    return {"sources": {s: {"varies": SOURCES[s].varies, "n": len(r), "runs": [n for n, _ in r],
+                            "not_run": list(not_run.get(s, ()))} for s, r in by_source.items()}, "claims": out}
+
+
 def collect(manifest: Mapping[str, Any], finished_only: bool = False) -> dict[str, dict]:
     """Every file `--collect` writes ({path: content}), computed before anything is written.
 
@@ -213,6 +232,7 @@ def collect(manifest: Mapping[str, Any], finished_only: bool = False) -> dict[st
     if f"{NOISE_DIR}/reseed.json" not in files:
         raise PipelineError("noise study: no reseed run has results; the whole-chain noise and the claims need them "
                             "(queue with --runs reseed=6)")
+    files[f"{NOISE_DIR}/by_source.json"] = claims_by_source(by_source, not_run)
     reseed = by_source["reseed"]
     files[CLAIMS_FILE] = {"baseline": baseline, "not_run": not_run["reseed"],
                           **claims([m for _, m in reseed], [n for n, _ in reseed])}
@@ -271,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
                 if "comparisons" in content:
                     runs = max((c["n"] for c in content["comparisons"].values()), default=0)
                     print(f"[noise_study] {path}: {len(content['comparisons'])} comparisons over {runs} whole-chain runs")
+                elif "claims" in content:
+                    measured = ", ".join(f"{k} {v['n']}" for k, v in content["sources"].items() if v["n"] > 1)
+                    print(f"[noise_study] {path}: {len(content['claims'])} comparisons' SD per source (runs: {measured})")
                 else:
                     size = sum(len(v) for v in content["spread"].values())
                     print(f"[noise_study] {path}: {size} metric values over {content['n']} runs")

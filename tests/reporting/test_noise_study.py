@@ -96,7 +96,8 @@ def _collect(root: Path, manifest: dict, finished_only: bool = False) -> dict:
 def test_spreads_per_source_and_claims_hand_computed(repo):
     root, head, todo = repo
     files = _collect(root, {"baseline": head, "runs": todo})
-    assert set(files) == {"metrics/noise/reseed.json", "metrics/noise/sft_seed.json", "metrics/claims.json"}
+    assert set(files) == {"metrics/noise/reseed.json", "metrics/noise/sft_seed.json", "metrics/claims.json",
+                          "metrics/noise/by_source.json"}
     reseed = files["metrics/noise/reseed.json"]
     assert reseed["n"] == 6 and reseed["runs"][0] == "baseline"
     diffs = [s / 100 for s in range(10, 16)]                      # seeds 10..15
@@ -114,6 +115,14 @@ def test_spreads_per_source_and_claims_hand_computed(repo):
     gain = claims["rl_reward_gain"]                                # s % 3 - 1: 0 1 -1 0 1 -1 -> mean 0
     assert gain["verdict"] == "not detected" and gain["reason"] == "the 95% interval includes 0"
     assert claims["curated_vs_random_ppl"]["verdict"] == "not tested" and claims["curated_vs_random_ppl"]["n"] == 0
+    # the claim's SD per source: sft_seed's two runs differ by sft.seed_offset / 1000 -> sd 0.001 / sqrt 2
+    by_source = files["metrics/noise/by_source.json"]
+    assert by_source["sources"]["sft_seed"]["runs"] == ["baseline", "noise-sft_seed-1"]
+    assert by_source["sources"]["sft_seed"]["not_run"] == []
+    row = by_source["claims"]["sft_vs_base_readout"]
+    assert row["reseed"]["sd"] == float(f"{sd:.6g}") and row["reseed"]["n"] == 6
+    assert row["sft_seed"]["n"] == 2 and math.isclose(row["sft_seed"]["sd"], 0.001 / math.sqrt(2), rel_tol=1e-5)
+    assert row["rl_seed"] == {"n": 1, "sd": None, "halfrange": 0.0, "mean": 0.1}  # the baseline alone: no spread
 
 
 def test_bad_studies_are_one_line_and_write_nothing(repo, tmp_path):
@@ -146,6 +155,7 @@ def test_a_study_stopped_part_way_is_collected_as_what_it_is(repo):
     assert "metrics/noise/rl_seed.json" not in files  # no finished run: no spread
     assert files["metrics/claims.json"]["not_run"] == ["noise-reseed-6"]
     assert files["metrics/claims.json"]["comparisons"]["sft_vs_base_readout"]["n"] == 6
+    assert files["metrics/noise/by_source.json"]["sources"]["rl_seed"]["not_run"] == ["noise-rl_seed-1"]
 
 
 def test_cli_refuses_without_a_queued_study(tmp_path):
