@@ -79,6 +79,18 @@ def prefix_dir(pool: Path, size: int, work: Path) -> tuple[Path, int]:
     return d, total
 
 
+def one_file(shards: Path) -> Path:
+    """The shards of `shards` as one Parquet file: what the local engine reads (`--pool FILE`)."""
+    out = shards.with_suffix(".parquet")
+    if not out.exists():
+        tmp = out.with_suffix(".tmp")
+        with pq.ParquetWriter(tmp, POOL_SCHEMA) as writer:
+            for shard in sorted(shards.glob("*.parquet")):
+                writer.write_table(pq.read_table(shard, schema=POOL_SCHEMA))
+        tmp.rename(out)
+    return out
+
+
 def run_curate(pool: Path, work: Path, tag: str, curate: dict) -> dict:
     """One curate stage run; wall seconds and the driver's peak RSS (MiB)."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -139,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             runs = {f"ray_{w}": run_curate(pool, args.work, f"ray{w}_{size}", {"engine": "ray", "ray": {
                 "address": address, "workers": w, "batch_docs": 2000}}) for w in ((1, 2) if size == small else (2,))}
             if size == small:
-                runs["local"] = run_curate(pool, args.work, f"local_{size}", {"engine": "local"})
+                runs["local"] = run_curate(one_file(pool), args.work, f"local_{size}", {"engine": "local"})
                 if runs["local"]["selection"] != runs["ray_2"]["selection"]:
                     raise SystemExit(f"error: at {n} documents the ray and local selections differ")
                 if runs["ray_1"]["selection"] != runs["ray_2"]["selection"]:

@@ -92,3 +92,39 @@ def test_reflect_on_a_too_small_cluster_is_one_line_and_writes_nothing(work, ray
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) == 1 and "reflect.ray.workers is 64" in lines[0], lines
     assert not out.exists()
+
+
+def test_reflect_on_ray_skips_the_chunks_its_log_holds(work, ray_cluster):
+    """A rerun after a crash: a chunk already in `<out dir>/<candidate>.ray.jsonl` (under the run's key) is
+    taken from the log, not reflected again. The planted chunk carries the local texts and a truncation
+    count of 5 the generator never produces, so the metrics show where the chunk came from."""
+    from decision_pipeline.charter.annotate import ReflectParams, candidate, candidate_prompt
+    from decision_pipeline.charter.charter import load_charter
+    from decision_pipeline.charter.judge import JudgeParams
+    from decision_pipeline.charter.ray_reflect import chunk_size, log_path, run_key
+    from decision_pipeline.common.io import read_jsonl, read_table
+    from decision_pipeline.common.params import load_section
+    root, params = work
+    name = "ref_follows_prompt"
+    rc, err, local = run_reflect(root, params, "resume_local", name)
+    assert rc == 0, err
+    cfg = load_section(ReflectParams, "reflect", root / "params.yaml")
+    c, charter = candidate(cfg, name), load_charter(cfg.charter)
+    docs = read_table(root / "seed.parquet")
+    key = run_key(name, c, candidate_prompt(name, c, charter), charter,
+                  load_section(JudgeParams, "judge", root / "params.yaml").checks, docs, params["base"]["seed"],
+                  chunk_size(8, c))
+    out = root / "resume_ray" / "reflect"
+    out.mkdir(parents=True)
+    texts = [r["reflection"] for r in read_jsonl(local / "reflect" / f"{name}.jsonl")][:8]
+    log_path(out, name).write_text(json.dumps({"id": "chunk-0", "start": 0, "texts": texts, "truncated": 5}) + "\n")
+    log_path(out, name).with_suffix(".key").write_text(key + "\n")
+    rc, err, ray_out = run_reflect(root, params, "resume_ray", name, engine="ray",
+                                   ray={"address": ray_cluster.address, "workers": 2, "chunk_docs": 8,
+                                        "cpus_per_worker": 1})
+    assert rc == 0, err
+    assert (ray_out / "reflect" / f"{name}.jsonl").read_bytes() == (local / "reflect" / f"{name}.jsonl").read_bytes()
+    m_local, m_ray = (json.loads((d / "metrics" / f"{name}.json").read_text()) for d in (local, ray_out))
+    assert (m_local.pop("truncated_prompts"), m_ray.pop("truncated_prompts")) == (0, 5)  # chunk 0 from the log
+    assert m_local == m_ray
+    assert not log_path(out, name).exists()
