@@ -37,6 +37,7 @@ def work(tmp_path_factory, tiny_dir) -> tuple[Path, dict]:
     write_table(root / "pool.parquet", rows, POOL_SCHEMA)
     params = merged_profile("micro", ROOT)
     params["reflect"]["charter"] = str(ROOT / "configs/charter/charter.md")
+    params["seed_sample"]["per_score"] = 3  # 18 documents: three chunks, and the served model's runs stay short
     ref = params["reflect"]["candidates"]["ref_follows_prompt"]
     ref["prompt"] = str(ROOT / ref["prompt"])
     params["reflect"]["candidates"] = {"ref_follows_prompt": ref, "served": {
@@ -67,11 +68,24 @@ def run_reflect(root: Path, params: dict, tag: str, name: str, **reflect) -> tup
     return proc.returncode, proc.stderr, out
 
 
-@pytest.mark.parametrize("name", CANDIDATES)
-def test_reflect_on_ray_writes_the_local_reflections(work, ray_cluster, name):
+@pytest.fixture(scope="module")
+def local_run(work):
+    """name -> the local engine's output directory (each candidate run once for the module)."""
     root, params = work
-    rc, err, local = run_reflect(root, params, f"local_{name}", name)
-    assert rc == 0, err
+    done: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in done:
+            rc, err, done[name] = run_reflect(root, params, f"local_{name}", name)
+            assert rc == 0, err
+        return done[name]
+    return get
+
+
+@pytest.mark.parametrize("name", CANDIDATES)
+def test_reflect_on_ray_writes_the_local_reflections(work, ray_cluster, local_run, name):
+    root, params = work
+    local = local_run(name)
     rc, err, ray_out = run_reflect(root, params, f"ray_{name}", name, engine="ray",
                                    ray={"address": ray_cluster.address, "workers": 2, "chunk_docs": 7,
                                         "cpus_per_worker": 1})
@@ -94,7 +108,7 @@ def test_reflect_on_a_too_small_cluster_is_one_line_and_writes_nothing(work, ray
     assert not out.exists()
 
 
-def test_reflect_on_ray_skips_the_chunks_its_log_holds(work, ray_cluster):
+def test_reflect_on_ray_skips_the_chunks_its_log_holds(work, ray_cluster, local_run):
     """A rerun after a crash: a chunk already in `<out dir>/<candidate>.ray.jsonl` (under the run's key) is
     taken from the log, not reflected again. The planted chunk carries the local texts and a truncation
     count of 5 the generator never produces, so the metrics show where the chunk came from."""
@@ -106,8 +120,7 @@ def test_reflect_on_ray_skips_the_chunks_its_log_holds(work, ray_cluster):
     from decision_pipeline.common.params import load_section
     root, params = work
     name = "ref_follows_prompt"
-    rc, err, local = run_reflect(root, params, "resume_local", name)
-    assert rc == 0, err
+    local = local_run(name)
     cfg = load_section(ReflectParams, "reflect", root / "params.yaml")
     c, charter = candidate(cfg, name), load_charter(cfg.charter)
     docs = read_table(root / "seed.parquet")
