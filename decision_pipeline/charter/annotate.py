@@ -113,12 +113,11 @@ def reflect(name: str, cfg: ReflectParams, checks: CheckParams, docs: list[dict]
     elif c.kind == "endpoint" and c.serve_model:
         with served(c.serve_model, c.model, timeout_s=120) as (url, _pid):
             gen = make_generator(name, c, charter, checks, prompt, url, seed)
-            texts = gen.reflect(docs)
+            texts, truncated = gen.reflect(docs), gen.truncated_prompts
     else:
         gen = make_generator(name, c, charter, checks, prompt, c.base_url, seed)
         texts = gen.reflect(docs)
-    if cfg.engine != "ray":
-        truncated = getattr(gen, "truncated_prompts", 0)
+        truncated = getattr(gen, "truncated_prompts", 0)  # a reference generator truncates nothing
     seconds = time.perf_counter() - started
     rows = [reflection_row(name, c.kind, version, d, text, gen) for d, text in zip(docs, texts)]
     missing = sum(1 for r in rows if not all(r["voices"][v] for v in VOICES))
