@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import time
 
-from decision_pipeline.common.io import atomic_dir, read_table, write_json, write_table
+from decision_pipeline.common.io import atomic_dir, read_table, write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.curation.classifier import save_model
 from decision_pipeline.curation.documents import validate_pool
-from decision_pipeline.curation.pipeline import SCORES_SCHEMA, SELECTIONS, CurateParams, curate
+from decision_pipeline.curation.pipeline import SELECTIONS, CurateParams, curate, write_scores
 from decision_pipeline.questions.schema import load_items
 from decision_pipeline.lm.bpe import load_tokenizer
 
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
         result = curate(args.name, pool, read_table(args.dev), load_items(args.items), count, p, seed, provenance)
     with atomic_dir(args.out) as tmp:
         (tmp / "selection.json").write_text(result.selection.to_json())
-        write_table(tmp / "scores.parquet", result.scores_rows, SCORES_SCHEMA)
+        write_scores(tmp / "scores.parquet", result.scores_rows)
         save_model(result.classifier, tmp / "classifier.npz")
         (tmp / "provenance.json").write_text(json.dumps(result.provenance, indent=2, sort_keys=True))
     write_json(args.metrics, result.metrics)

@@ -25,8 +25,8 @@ classifier
 selection
     select(docs, scores, token_counts, budget, registers, mode, overfill, reserve, weights, valid, exact_tokens) -> Selection
     random_selection(docs, token_counts, budget, rng, reserve, scores=None, registers=None) -> Selection
-    quantize_scores(scores) -> int64; calibrate_chars_per_token(texts, count_tokens_fn) -> float
-    estimate_token_counts(texts, chars_per_token) -> int64[n]; register_mix(...)
+    quantize_scores(scores) -> int32|int64; calibrate_chars_per_token(texts, count_tokens_fn) -> float
+    estimate_token_counts(texts, chars_per_token) -> int64[n] (estimate_from_lengths: the same from lengths); register_mix(...)
 
 User-fixable problems raise ``decision_pipeline.common.errors.PipelineError`` with a one-line message.
 Private helpers: ``_lexicon`` (word lists), ``_grammar`` (text templates), ``_hashing``

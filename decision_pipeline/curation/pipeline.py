@@ -15,12 +15,14 @@ random: a seeded uniform draw from the decontaminated pool at the same budget
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from decision_pipeline.common.hashing import make_rng, sha256_int
 from decision_pipeline.common.params import rule
@@ -38,6 +40,7 @@ from decision_pipeline.curation.selection import (
 SELECTIONS = ("curated", "filtered_random", "random")
 DEPTH_COUNTS = ("exact", "estimated")
 SCORES_SCHEMA = pa.schema([("id", pa.string()), ("drop_reason", pa.string()), ("scores_json", pa.string())])
+SCORES_ROW_GROUP = 32_768  # rows per row group of scores.parquet: the default pool's 10.5k is one
 
 
 @dataclass
@@ -70,10 +73,23 @@ class CurateParams:
 class Curation:
     """One selection's outputs: what the stage writes."""
     selection: Selection
-    scores_rows: list[dict]      # SCORES_SCHEMA, one per pool document (pool order)
+    scores_rows: list[dict] | Iterable[pa.Table]  # SCORES_SCHEMA, one row per pool document (pool order);
+    # the Ray engine yields row groups built as they are written (write_scores)
     classifier: RegisterModel
     provenance: dict
     metrics: dict
+
+
+def write_scores(path: Path, rows: list[dict] | Iterable[pa.Table]) -> None:
+    """scores.parquet in row groups of at most SCORES_ROW_GROUP rows, each written as it comes, so a
+    million-document pool is never one table in memory; both engines write the same bytes."""
+    chunks = (pa.Table.from_pylist(rows[k:k + SCORES_ROW_GROUP], schema=SCORES_SCHEMA)
+              for k in range(0, len(rows), SCORES_ROW_GROUP)) if isinstance(rows, list) else rows
+    with pq.ParquetWriter(path, SCORES_SCHEMA) as writer:
+        for table in chunks:
+            if table.schema != SCORES_SCHEMA or len(table) > SCORES_ROW_GROUP:
+                raise ValueError(f"{path}: a row group of {len(table)} rows with schema {table.schema}")
+            writer.write_table(table)
 
 
 def config_hash(p: CurateParams) -> str:

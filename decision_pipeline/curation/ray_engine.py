@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ from decision_pipeline.curation.classifier import train_classifier
 from decision_pipeline.curation.decontaminate import held_out_questions
 from decision_pipeline.curation.filters import build_filters
 from decision_pipeline.curation.minhash import check_lsh_params
-from decision_pipeline.curation.selection import (calibrate_chars_per_token, check_params, estimate_token_counts,
+from decision_pipeline.curation.selection import (calibrate_chars_per_token, check_params, estimate_from_lengths,
                                                   random_selection, select)
 
 RETRIES = 3  # the grouping tasks: a killed Ray worker's task is run again (its output depends on its input only)
@@ -76,10 +76,26 @@ def _map(ray: Any, items: list[dict], fn: Any, kwargs: dict, workers: int) -> An
 
 
 def _blocks(ray: Any, ds: Any, columns: list[str]) -> pa.Table:
-    """The given columns of every block, pulled one block at a time, in pool order."""
-    parts = [ray.get(ref).select(columns) for ref in ds.to_arrow_refs()]
-    table = pa.concat_tables(parts)
-    return table.take(pc.sort_indices(table, [("pos", "ascending")]))
+    """The given columns of every block, in pool order, without copying them: each block is one
+    contiguous slice of positions, so the blocks are ordered by their first position (a `take` in
+    pool order would copy the whole table into the driver's memory)."""
+    parts = []
+    for ref in ds.to_arrow_refs():
+        block = ray.get(ref)
+        if len(block):
+            parts.append((block.column("pos")[0].as_py(), block.select(["pos", *columns])))
+        del block
+    parts.sort(key=lambda part: part[0])
+    # a block holds consecutive positions (a unit's rows in order); the blocks tile 0..n-1 when each starts
+    # where the previous ends: checked from their first positions and lengths (reading every position
+    # would map another 8 bytes per document into the driver)
+    ends = np.cumsum([0] + [len(t) for _, t in parts])
+    tiled = [first for first, _ in parts] == ends[:-1].tolist()
+    table = pa.concat_tables([t for _, t in parts])
+    del parts
+    if not tiled:  # blocks split or merged unexpectedly: order by position the slow way
+        table = table.take(pc.sort_indices(table, [("pos", "ascending")]))
+    return table.select(columns)
 
 
 def _check_unique(ids: pa.ChunkedArray, reader: rk.RowReader) -> None:
@@ -118,12 +134,13 @@ def _groups(ray: Any, ds: Any, bands: int, rows: int, parts: int) -> tuple[list,
     return [r[0] for r in reduced], [r[1] for r in reduced]
 
 
-def _split(groups: list) -> list[np.ndarray]:
-    return [members[offsets[g]:offsets[g + 1]] for members, offsets in groups for g in range(len(offsets) - 1)]
+def _split(groups: list) -> Iterator[np.ndarray]:
+    """Each group's members, one view at a time (a list of views was one object per group)."""
+    return (members[offsets[g]:offsets[g + 1]] for members, offsets in groups for g in range(len(offsets) - 1))
 
 
-def resolve_dedup(n: int, filt_pos: np.ndarray, priority: np.ndarray, exact_groups: list[np.ndarray],
-                  band_groups: list[np.ndarray]) -> Dedup:
+def resolve_dedup(n: int, filt_pos: np.ndarray, priority: np.ndarray, exact_groups: Iterable[np.ndarray],
+                  band_groups: Iterable[np.ndarray]) -> Dedup:
     """`minhash.dedup`'s rule on grouped positions: visit by (-priority, pool order); exact copies of
     an earlier-visited document go first; then each LSH cluster keeps its first-visited member."""
     m = len(filt_pos)
@@ -186,55 +203,66 @@ def curate_on_ray(name: str, pool: str, dev: list[dict], items: Sequence[dict], 
         screened = _map(ray, work, rk.screen, {"held_out": held_out, "filters": p.filters,
                                                "num_perm": p.minhash.num_perm, "ngram": p.minhash.ngram,
                                                "seed": seed}, rp.workers)
-        table = _blocks(ray, screened, ["pos", "id", "n_chars", "contam", "failed"])
+        table = _blocks(ray, screened, ["id", "n_chars", "contam", "failed"])
         _check_unique(table.column("id"), reader)
         calib = make_rng(seed, "calib").permutation(n)[:p.calib_docs]
         sample = [reader.text(int(i)) for i in calib]
         chars_per_token = calibrate_chars_per_token(
             sample, lambda t: len(tok(t, add_special_tokens=False)["input_ids"]))
         contam = pc.not_equal(table.column("contam"), "").to_numpy(zero_copy_only=False)
-        failed = table.column("failed").to_pylist()
         clean_pos = np.flatnonzero(~contam)
-        filt = ~contam & np.array([not f for f in failed], dtype=bool)
+        filt = ~contam & pc.equal(table.column("failed"), "").to_numpy(zero_copy_only=False)
         clf = train_classifier(dev, _Background(reader, clean_pos), p.registers, p.classifier, seed=seed)
         need = ~contam if name == "random" else filt
         jobs = [{**u, "need": np.packbits(need[u["pos"]:u["pos"] + u["hi"] - u["lo"]]).tobytes().hex()}
                 for u in work]
         measured = _map(ray, jobs, rk.measure, {"model": clf, "tokenizer": tokenizer_path}, rp.workers)
-        scores = np.full((n, len(p.registers)), np.nan)
-        tokens = np.zeros(n, np.int64)
+        del jobs, contam
+        need_pos = np.flatnonzero(need)  # scores and token counts exist for these documents only
+        scores = np.full((len(need_pos), len(p.registers)), np.nan)
+        tokens = np.zeros(len(need_pos), np.int64)
         for ref in measured.to_arrow_refs():
             b = ray.get(ref)
-            pos = b.column("pos").to_numpy()
-            tokens[pos] = b.column("tokens").to_numpy()
+            if not len(b):
+                continue
+            k = int(np.searchsorted(need_pos, b.column("pos")[0].as_py()))  # a block: consecutive needed docs
+            tail = k + len(b) - 1
+            at = slice(k, k + len(b)) if tail < len(need_pos) and need_pos[tail] == b.column("pos")[-1].as_py() \
+                else np.searchsorted(need_pos, b.column("pos").to_numpy())
+            tokens[at] = b.column("tokens").to_numpy()
             for r in range(len(p.registers)):
-                scores[pos, r] = b.column(f"s{r}").to_numpy()
+                scores[at, r] = b.column(f"s{r}").to_numpy()
+            del b
         exact_g, band_g = _groups(ray, screened, p.minhash.bands, p.minhash.rows, max(1, rp.workers))
+        del screened, measured  # their blocks leave the object store
     except Exception as exc:  # noqa: BLE001 - a task's PipelineError comes back wrapped by Ray
         err = _unwrap(exc)
         if err is exc:
             raise
         raise err from None
     filt_pos = np.flatnonzero(filt)
-    dedup = resolve_dedup(n, filt_pos, scores[filt_pos].max(axis=1) if len(filt_pos) else np.empty(0),
-                          _split(exact_g), _split(band_g))
+    del filt, need
+    priority = scores[np.searchsorted(need_pos, filt_pos)].max(axis=1) if len(filt_pos) else np.empty(0)
+    dedup = resolve_dedup(n, filt_pos, priority, _split(exact_g), _split(band_g))
+    n_filtered = len(filt_pos)
+    del exact_g, band_g, priority, filt_pos
     cand = clean_pos if name == "random" else dedup.kept
-    ids = table.column("id").to_pylist()
-    n_chars = table.column("n_chars").to_numpy()
-    cand_ids = [ids[i] for i in cand]
-    cand_index = {d: k for k, d in enumerate(cand_ids)}
-    # estimate_token_counts reads only len(text): ranges of each candidate's length stand in for its text
-    est = estimate_token_counts([range(int(c)) for c in n_chars[cand]], chars_per_token)
-    exact_tokens = tokens[cand]
+    del clean_pos
+    at = np.searchsorted(need_pos, cand)  # candidates are needed documents: their rows in scores/tokens
+    cand_scores, exact_tokens = scores[at], tokens[at]  # what the rule and the report read, per candidate
+    del scores, tokens, need_pos, at  # the driver's peak is the selection: nothing per pool document beyond it
+    cand_ids = table.column("id").take(pa.array(cand))  # Arrow, not a Python string per document
+    est = estimate_from_lengths(table.column("n_chars").take(pa.array(cand)).to_numpy(), chars_per_token)
     depth = exact_tokens if p.depth_count == "exact" else est
     if name == "curated":
-        selection = select(cand_ids, scores[cand], depth, p.budget_tokens, p.registers, p.mode, p.overfill,
+        selection = select(cand_ids, cand_scores, depth, p.budget_tokens, p.registers, p.mode, p.overfill,
                            p.reserve, weights=p.weights, exact_tokens=exact_tokens)
     else:
         selection = random_selection(cand_ids, exact_tokens, p.budget_tokens, make_rng(seed, "random_selection"),
-                                     p.reserve, scores=scores[cand], registers=p.registers)
+                                     p.reserve, scores=cand_scores, registers=p.registers)
     chosen = np.zeros(n, bool)
-    chosen[cand[[cand_index[i] for i in selection.ids[:selection.n_budget_docs]]]] = True
+    chosen[cand[selection.index[:selection.n_budget_docs]]] = True
+    del cand_ids
     try:
         docs = _map(ray, [{**u, "need": np.packbits(chosen[u["pos"]:u["pos"] + u["hi"] - u["lo"]]).tobytes().hex()}
                           for u in work], rk.fetch, {}, rp.workers)
@@ -245,5 +273,5 @@ def curate_on_ray(name: str, pool: str, dev: list[dict], items: Sequence[dict], 
         if err is exc:
             raise
         raise err from None
-    return ray_report.assemble(name, p, ids, n_chars, table.column("contam").to_pylist(), failed, filt_pos, dedup,
-                               cand, scores, est, selection, clf, held_out, chars_per_token, provenance, chosen_docs)
+    return ray_report.assemble(name, p, table, n_filtered, dedup, cand, cand_scores, est, selection, clf, held_out,
+                               chars_per_token, provenance, chosen_docs)

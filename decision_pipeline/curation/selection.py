@@ -39,11 +39,12 @@ reserve the pool cannot complete is flagged (``tail_short``).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from decision_pipeline.common.errors import PipelineError
 
@@ -58,6 +59,9 @@ class Selection:
     ids: list[str]
     n_budget_docs: int
     stats: dict = field(default_factory=dict)
+    # positions of ``ids`` in the documents given to the rule (not serialized): the Ray engine maps the
+    # budget back to pool positions with it instead of a dict over every candidate id
+    index: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> str:
         """Canonical JSON (sorted keys): two identical selections give identical bytes."""
@@ -66,13 +70,21 @@ class Selection:
 
 
 def quantize_scores(scores: np.ndarray, scale: int = SCALE) -> np.ndarray:
-    """Round probabilities to integer multiples of 1/scale (int64); integer input passes through."""
+    """Round probabilities to integer multiples of 1/scale; integer input passes through (int64).
+
+    int32 where the values fit, built a column at a time: with a million candidates the quantized
+    scores and their rankings are the Ray engine's driver peak (the order is the same either way)."""
     s = np.asarray(scores)
     if s.dtype.kind in "iu":
         return s.astype(np.int64)
     if not np.isfinite(s).all():
         raise PipelineError("selection: scores contain NaN/inf; re-run the classifier stage")
-    return np.rint(s * scale).astype(np.int64)
+    if s.ndim != 2 or (s.size and float(np.abs(s).max()) * scale >= 2**31 - 1):
+        return np.rint(s * scale).astype(np.int64)
+    q = np.empty(s.shape, np.int32)
+    for r in range(s.shape[1]):
+        q[:, r] = np.rint(s[:, r] * scale)
+    return q
 
 
 def calibrate_chars_per_token(texts: Sequence[str], count_tokens_fn: Callable[[str], int]) -> float:
@@ -86,26 +98,57 @@ def calibrate_chars_per_token(texts: Sequence[str], count_tokens_fn: Callable[[s
 
 def estimate_token_counts(texts: Sequence[str], chars_per_token: float) -> np.ndarray:
     """ceil(len/chars_per_token) per text (>= 1 for a non-empty text), int64."""
+    return estimate_from_lengths(np.fromiter((len(t) for t in texts), np.int64, len(texts)), chars_per_token)
+
+
+def estimate_from_lengths(lengths: np.ndarray, chars_per_token: float) -> np.ndarray:
+    """`estimate_token_counts` from character counts (what the Ray engine holds): the same IEEE
+    division and ceiling as math.ceil(len / chars_per_token), vectorized."""
     if not chars_per_token > 0:
         raise PipelineError(f"chars_per_token must be > 0, got {chars_per_token!r}; re-run calibration")
-    return np.array([math.ceil(len(t) / chars_per_token) for t in texts], dtype=np.int64)
+    return np.ceil(np.asarray(lengths, dtype=np.int64).astype(np.float64) / chars_per_token).astype(np.int64)
 
 
-def _ids(docs: Sequence[Mapping] | Sequence[str]) -> list[str]:
-    return [d if isinstance(d, str) else d["id"] for d in docs]
+def _ids(docs: Sequence[Mapping] | Sequence[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The documents' ids as one Arrow string array (the Ray engine passes its id column as is: a
+    million Python strings would be most of the driver's memory)."""
+    if isinstance(docs, pa.ChunkedArray):
+        return docs.combine_chunks()
+    if isinstance(docs, pa.Array):
+        return docs
+    return pa.array([d if isinstance(d, str) else d["id"] for d in docs], pa.string())
+
+
+def _id_rank(ids: pa.Array) -> np.ndarray:
+    """Each id's position in sorted order (UTF-8 byte order = Python's code-point order); duplicate
+    ids fail."""
+    n = len(ids)
+    order = pc.sort_indices(ids).to_numpy()
+    srt = ids.take(order)
+    if n > 1 and pc.any(pc.equal(srt.slice(1), srt.slice(0, n - 1))).as_py():
+        raise PipelineError("selection: duplicate doc ids; dedupe/validate the pool first")
+    id_rank = np.empty(n, dtype=np.int64)
+    id_rank[order] = np.arange(n)
+    return id_rank
+
+
+def _take(ids: pa.Array, idx: Sequence[int] | np.ndarray) -> list[str]:
+    return ids.take(pa.array(np.asarray(idx, dtype=np.int64))).to_pylist()
 
 
 def rank(q: np.ndarray, id_rank: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
-    """Indices sorted by score descending, then id ascending (``id_rank`` = position in sorted ids)."""
+    """Indices sorted by score descending, then id ascending (``id_rank`` = position in sorted ids);
+    int32 where they fit (one ranking per register is held through the whole rule)."""
     idx = np.arange(len(q)) if idx is None else np.asarray(idx)
-    return idx[np.lexsort((id_rank[idx], -q[idx]))]
+    out = idx[np.lexsort((id_rank[idx], -q[idx]))]
+    return out.astype(np.int32) if len(id_rank) < 2**31 else out
 
 
 def _tokens(t: np.ndarray | None, n: int, what: str) -> np.ndarray:
     a = np.asarray(t)
     if a.shape != (n,) or a.dtype.kind not in "iu" or (a < 0).any():
         raise PipelineError(f"selection: {what} must be {n} non-negative integers (one per doc)")
-    return a.astype(np.int64)
+    return a.astype(np.int64, copy=False)
 
 
 def check_params(registers: Sequence[str], mode: str, overfill: float, reserve: float, budget: int,
@@ -150,7 +193,7 @@ def own_lists(rankings: Sequence[np.ndarray], est: np.ndarray, depths: Sequence[
     return lists, owned
 
 
-def _schedule(queues: list[list[int]], mode: str, quotas: Sequence[float], exact: np.ndarray,
+def _schedule(queues: Sequence[Sequence[int]], mode: str, quotas: Sequence[float], exact: np.ndarray,
               taken: set[int], load: list[float], skip_taken: bool):
     """Yield (doc, register, n_queues_still_open) in the mode's order until every queue is empty."""
     pos = [0] * len(queues)
@@ -158,7 +201,7 @@ def _schedule(queues: list[list[int]], mode: str, quotas: Sequence[float], exact
     while True:
         if skip_taken:
             for r, q in enumerate(queues):
-                while pos[r] < len(q) and q[pos[r]] in taken:
+                while pos[r] < len(q) and int(q[pos[r]]) in taken:
                     pos[r] += 1
         open_ = [r for r in range(len(queues)) if pos[r] < len(queues[r]) and quotas[r] > 0]
         if not open_:
@@ -168,7 +211,7 @@ def _schedule(queues: list[list[int]], mode: str, quotas: Sequence[float], exact
         else:  # round-robin in register order, exhausted lists skipped
             r = min(open_, key=lambda j: ((j - turn) % len(queues), j))
             turn = (r + 1) % len(queues)
-        i = queues[r][pos[r]]
+        i = int(queues[r][pos[r]])
         pos[r] += 1
         taken.add(i)
         load[r] += int(exact[i])
@@ -176,8 +219,13 @@ def _schedule(queues: list[list[int]], mode: str, quotas: Sequence[float], exact
 
 
 def build_sequence(q: np.ndarray, valid: np.ndarray, est: np.ndarray, exact: np.ndarray, id_rank: np.ndarray,
-                   budget: int, mode: str, overfill: float, w: Sequence[float]) -> tuple[list[tuple[int, int, str]], list]:
-    """The whole ordered sequence of (doc, picking list, phase own|continuation|reserve) and the lists."""
+                   budget: int, mode: str, overfill: float, w: Sequence[float],
+                   reserve_tokens: float) -> tuple[list[tuple[int, int, str]], list]:
+    """The ordered sequence of (doc, picking list, phase own|continuation|reserve) and the lists.
+
+    The reserve phase stops at the first document whose cumulative exact tokens reach the budget and
+    the lists' tokens plus ``reserve_tokens``: nothing after it is ever selected, and walking every
+    remaining candidate held a tuple per pool document."""
     n = len(valid)
     elig = np.flatnonzero(valid)
     if mode == "pooled":
@@ -195,8 +243,13 @@ def build_sequence(q: np.ndarray, valid: np.ndarray, est: np.ndarray, exact: np.
     seq = [(i, r, "own" if k == n_open else "continuation")
            for i, r, k in _schedule(lists, mode, quotas, exact, taken, load, skip_taken=False)]
     reserve_quotas = [max(qq, 1e-9) for qq in quotas]  # zero-weight registers may still hold the reserve
-    seq += [(i, r, "reserve") for i, r, _ in
-            _schedule([list(map(int, rk)) for rk in rankings], mode, reserve_quotas, exact, taken, load, True)]
+    total = int(sum(int(exact[i]) for i, _, _ in seq))
+    target = max(budget, total + reserve_tokens) if reserve_tokens > 0 else budget
+    for i, r, _ in _schedule(rankings, mode, reserve_quotas, exact, taken, load, True):
+        if total >= target:
+            break
+        seq.append((i, r, "reserve"))
+        total += int(exact[i])
     return seq, lists
 
 
@@ -208,8 +261,7 @@ def select(docs: Sequence[Mapping] | Sequence[str], scores: np.ndarray, token_co
     ids = _ids(docs)
     registers = list(registers)
     w = check_params(registers, mode, overfill, reserve, budget, weights)
-    if len(set(ids)) != len(ids):
-        raise PipelineError("selection: duplicate doc ids; dedupe/validate the pool first")
+    id_rank = _id_rank(ids)
     est = _tokens(token_counts, len(ids), "token_counts")
     exact = est if exact_tokens is None else _tokens(exact_tokens, len(ids), "exact_tokens")
     valid = np.ones(len(ids), dtype=bool) if valid is None else np.asarray(valid, dtype=bool)
@@ -222,9 +274,8 @@ def select(docs: Sequence[Mapping] | Sequence[str], scores: np.ndarray, token_co
         raise PipelineError(f"curate.budget_tokens: {budget} exceeds the {available} tokens of the "
                             f"{int(valid.sum())} eligible documents even with the reserve; lower "
                             "curate.budget_tokens or enlarge the pool")
-    id_rank = np.empty(len(ids), dtype=np.int64)
-    id_rank[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
-    seq, lists = build_sequence(q, valid, est, exact, id_rank, budget, mode, overfill, [w[r] for r in registers])
+    seq, lists = build_sequence(q, valid, est, exact, id_rank, budget, mode, overfill, [w[r] for r in registers],
+                                reserve * budget)
     cum = np.cumsum([exact[i] for i, _, _ in seq])
     n_budget = int(np.searchsorted(cum, budget) + 1)
     n_lists = sum(ph != "reserve" for _, _, ph in seq)
@@ -236,7 +287,8 @@ def select(docs: Sequence[Mapping] | Sequence[str], scores: np.ndarray, token_co
     reserve_tokens = int(cum[tail_end - 1]) - lists_tokens if tail_end > n_lists else 0
     stats["reserve_tokens"] = reserve_tokens
     stats["reserve_short"] = bool(reserve_tokens < reserve * budget)
-    return Selection([ids[i] for i, _, _ in seq[:tail_end]], n_budget, stats)
+    index = np.array([i for i, _, _ in seq[:tail_end]], dtype=np.int64)
+    return Selection(_take(ids, index), n_budget, stats, index=index)
 
 
 def _stats(seq, lists, n_budget, tail_end, est, exact, q, registers, mode, budget, overfill, reserve, w) -> dict:
@@ -302,4 +354,4 @@ def random_selection(docs: Sequence[Mapping] | Sequence[str], token_counts: np.n
                    "tail_short": bool(tail_tokens < reserve * budget)}
     if scores is not None and registers is not None:
         stats["argmax_mix"] = register_mix(chosen, quantize_scores(scores).argmax(axis=1), list(registers), tokens)
-    return Selection([ids[i] for i in perm[:tail_end]], n_budget, stats)
+    return Selection(_take(ids, perm[:tail_end]), n_budget, stats, index=perm[:tail_end])

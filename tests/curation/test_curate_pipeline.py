@@ -5,8 +5,11 @@ import json
 from collections import Counter
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from decision_pipeline.curation import pipeline
 from decision_pipeline.curation.documents import REGISTERS, IngestParams, ingest
 from decision_pipeline.curation.pipeline import ClassifierParams, CurateParams, MinhashParams, curate
 from decision_pipeline.common.errors import PipelineError
@@ -189,3 +192,18 @@ def test_metrics_record_the_kept_checkpoint_and_the_artifact_shares(planted, run
     # the hygiene filters drop the junk and boilerplate pages that carry the artifacts; a random draw keeps them
     assert runs["curated"].metrics["artifacts"]["share"] < runs["random"].metrics["artifacts"]["share"]
     assert runs["random"].metrics["artifacts"]["by_source_register"]["noise"]["artifact_tokens"] > 0
+
+
+def test_scores_file_in_row_groups_the_same_bytes_from_rows_or_groups(tmp_path, monkeypatch):
+    """Both engines write scores.parquet through write_scores: rows (local) or row groups built as
+    they are written (Ray); a pool past one row group is several groups, the same bytes either way."""
+    monkeypatch.setattr(pipeline, "SCORES_ROW_GROUP", 4)
+    rows = [{"id": f"d{i}", "drop_reason": "" if i % 3 else "near_duplicate", "scores_json": "{}"} for i in range(10)]
+    pipeline.write_scores(tmp_path / "a.parquet", rows)
+    groups = (pa.Table.from_pylist(rows[k:k + 4], schema=pipeline.SCORES_SCHEMA) for k in range(0, 10, 4))
+    pipeline.write_scores(tmp_path / "b.parquet", groups)
+    f = pq.ParquetFile(tmp_path / "a.parquet")
+    assert f.metadata.num_row_groups == 3 and f.read().to_pylist() == rows
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+    with pytest.raises(ValueError, match="a row group of 10 rows"):
+        pipeline.write_scores(tmp_path / "c.parquet", iter([pa.Table.from_pylist(rows, schema=pipeline.SCORES_SCHEMA)]))

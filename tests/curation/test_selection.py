@@ -20,8 +20,10 @@ Hand-made pool, registers A, B, C (integer scores pass quantisation unchanged):
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
@@ -29,8 +31,8 @@ from decision_pipeline.curation.classifier import score_docs, train_classifier
 from decision_pipeline.curation.documents import REGISTERS, generate_dev, generate_pool
 from decision_pipeline.curation.filters import apply_filters, build_filters
 from decision_pipeline.curation.minhash import dedup
-from decision_pipeline.curation.selection import (calibrate_chars_per_token, estimate_token_counts, quantize_scores,
-                                                  random_selection, select)
+from decision_pipeline.curation.selection import (calibrate_chars_per_token, estimate_from_lengths, estimate_token_counts,
+                                                  quantize_scores, random_selection, select)
 
 from .conftest import CLASSIFIER, MINHASH
 
@@ -43,9 +45,9 @@ VALID = np.array([True] * 11 + [False])
 ABC = ["A", "B", "C"]
 
 
-def _sel(budget, token_counts=TOK, **kw):
+def _sel(budget, token_counts=TOK, docs=IDS, **kw):
     args = {"mode": "docs", "overfill": 1.0, "reserve": 0.0, "valid": VALID, **kw}
-    return select(IDS, S, token_counts, budget, ABC, **args)
+    return select(docs, S, token_counts, budget, ABC, **args)
 
 
 def test_docs_first_come_conflict_round_robin_and_tail():
@@ -213,3 +215,24 @@ def _run_chain(seed: int) -> str:
 
 def test_whole_chain_is_byte_identical():
     assert _run_chain(11).encode() == _run_chain(11).encode()
+
+
+def test_estimate_from_lengths_is_the_per_text_ceiling():
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(0, 50_000, 2_000)
+    for cpt in (1.0, 3.7, 4.2137, 5.5):
+        expect = [math.ceil(int(k) / cpt) for k in lengths]
+        assert estimate_from_lengths(lengths, cpt).tolist() == expect
+    with pytest.raises(PipelineError, match="chars_per_token must be > 0"):
+        estimate_from_lengths(lengths, 0.0)
+
+
+def test_arrow_ids_and_index_give_the_list_selection():
+    """The Ray engine passes its id column as Arrow and maps the budget back through `index`."""
+    a = _sel(60, reserve=1.0)
+    b = _sel(60, reserve=1.0, docs=pa.array(IDS))
+    assert a.to_json() == b.to_json() and [IDS[i] for i in b.index] == b.ids
+    r = random_selection(pa.chunked_array([IDS[:5], IDS[5:]]), TOK, 40, np.random.default_rng(1), reserve=0.5)
+    assert [IDS[i] for i in r.index] == r.ids
+    with pytest.raises(PipelineError, match="duplicate doc ids"):
+        _sel(60, docs=pa.array(IDS[:11] + ["d00"]))
