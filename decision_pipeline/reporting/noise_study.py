@@ -46,6 +46,7 @@ PREFIX = "noise-"
 MANIFEST = ".dvc/tmp/noise_study.json"
 #: files under metrics/ that are not outputs of one pipeline run
 NOT_RUN_OUTPUTS = ("metrics/noise/", CLAIMS_FILE, "metrics/curate_ablation.json", "metrics/rl_ablation.json",
+                   "metrics/sft_ablation.json",
                    "metrics/perf/")
 
 
