@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     started = time.time()
     p = load_section(CurateParams, "curate", args.params)
-    seed = load_base(args.params).seed
+    seed = load_base(args.params).seed + p.seed_offset
     provenance = {"source": args.pool, "tokenizer": args.tokenizer}
     if p.engine == "ray":  # the pool streamed as Parquet shards over a Ray cluster: the same outputs
         from decision_pipeline.curation.ray_engine import curate_on_ray

@@ -67,6 +67,8 @@ class CurateParams:
                                                               "pool's Parquet shards on the cluster at ray.address "
                                                               "(the same selection, byte for byte)")
     ray: CurateRayParams = rule(run_control=True, doc="the Ray cluster (engine: ray only)")
+    seed_offset: int = rule(min=0, doc="curation's seed = base.seed + offset (the classifier, MinHash, calibration "
+                                       "sample and random draws); the noise study's curate_seed source varies it")
 
 
 @dataclass

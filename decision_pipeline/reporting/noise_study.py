@@ -14,8 +14,10 @@ die mid-study) and skips those that already have results, so a study stopped par
 stopped. `--queue` puts them on DVC's queue instead (`dvc exp run --run-all` or `dvc queue start`).
 
 Sources (SOURCES): `reseed` (base.seed: everything), `data` (the generated questions and documents),
-`pretrain_init`, `pretrain_order`, `sft_seed`, `rl_seed`. A run reruns only the stages downstream of
-what it changes. `--collect` writes, all or nothing:
+`pretrain_init`, `pretrain_order`, `sft_seed`, `rl_seed`, `curate_seed`. A run reruns only the stages
+downstream of what it changes. `--extend SOURCE=N` adds a source to a study planned at an earlier commit:
+its runs start from HEAD, which must hold the same committed run (every claim's value equal), and are
+paired with the study's baseline like the others. `--collect` writes, all or nothing:
 - metrics/noise/<source>.json: per metrics file and key, over the baseline and the source's runs,
   n, sd, halfrange and mean (spread.py); `--finished-only` collects a study stopped part-way and names
   the planned runs it lacks (`not_run`);
@@ -70,10 +72,14 @@ SOURCES: dict[str, Source] = {
                        lambda p, i: {"sft.seed_offset": i}),
     "rl_seed": Source("rl.seed_offset: GRPO's sampling and order (and the stages after it)",
                       lambda p, i: {"rl.seed_offset": i}),
+    "curate_seed": Source("curate.seed_offset: curation's own seed (register classifier, MinHash, calibration "
+                          "sample, the random arms' draws) and everything after it",
+                          lambda p, i: {"curate.seed_offset": i}),
 }
 #: runs per source, the baseline included (reseed: 5 reruns + the committed run); the plan runs them in
 #: this order, the whole-chain reseeds (which the claims need) first, then the cheap partial chains
-DEFAULT_RUNS = {"reseed": 6, "rl_seed": 3, "sft_seed": 3, "pretrain_init": 2, "pretrain_order": 2, "data": 2}
+DEFAULT_RUNS = {"reseed": 6, "rl_seed": 3, "sft_seed": 3, "pretrain_init": 2, "pretrain_order": 2, "data": 2,
+                "curate_seed": 2}
 
 
 @dataclass(frozen=True)
@@ -209,10 +215,11 @@ def collect(manifest: Mapping[str, Any], finished_only: bool = False) -> dict[st
     baseline = manifest["baseline"]
     base_params = params_at(baseline)
     base_metrics = metrics_at(baseline, NOT_RUN_OUTPUTS)
-    refs = exp_refs(baseline)
     by_source: dict[str, list[tuple[str, dict]]] = {name: [("baseline", base_metrics)] for name in SOURCES}
     not_run: dict[str, list[str]] = {name: [] for name in SOURCES}
     for name, entry in sorted(manifest["runs"].items()):
+        start = entry.get("baseline", baseline)   # --extend: started from a later commit holding the same run
+        refs = exp_refs(start)
         if name not in refs and finished_only:
             not_run[entry["source"]].append(name)
             continue
@@ -220,7 +227,8 @@ def collect(manifest: Mapping[str, Any], finished_only: bool = False) -> dict[st
             cmd = " ".join(queue_command(name, entry["overrides"]))
             raise PipelineError(f"noise study: run {name} has no results (failed or not run; see `dvc queue status`); "
                                 f"rerun it (`{cmd}` then `dvc exp run --run-all`) or drop it from {MANIFEST}")
-        check_params(name, entry["overrides"], base_params, params_at(refs[name]))
+        check_params(name, entry["overrides"], base_params if start == baseline else params_at(start),
+                     params_at(refs[name]))
         by_source[entry["source"]].append((name, metrics_at(refs[name], NOT_RUN_OUTPUTS)))
     files: dict[str, dict] = {}
     for source, runs in by_source.items():
@@ -240,18 +248,47 @@ def collect(manifest: Mapping[str, Any], finished_only: bool = False) -> dict[st
     return files
 
 
+def _head() -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def extend(manifest: Mapping[str, Any], runs: Mapping[str, int], head: str) -> dict:
+    """The manifest with `runs` of new sources started from `head`, after checking that `head` holds the
+    study baseline's run (every claim's value equal), so its runs pair with the baseline like the others."""
+    baseline = manifest["baseline"]
+    known = {e["source"] for e in manifest["runs"].values()}
+    again = sorted(set(runs) & known)
+    if again:
+        raise PipelineError(f"--extend {' '.join(again)}: already in the study of {MANIFEST}; extend with a new "
+                            "source, or plan a new study (--plan)")
+    if head != baseline:
+        base_m, head_m = metrics_at(baseline, NOT_RUN_OUTPUTS), metrics_at(head, NOT_RUN_OUTPUTS)
+        for key, claim in CLAIMS.items():
+            a, b = claim_value(claim, base_m), claim_value(claim, head_m)
+            if a != b:
+                raise PipelineError(f"--extend: HEAD {head[:12]} does not hold the study's run ({key}: {b} here, {a} "
+                                    f"at {baseline[:12]}); extend from a commit whose committed run is the study's, "
+                                    "or plan a new study (--plan)")
+    todo = plan(params_at(head), runs)
+    if not todo:
+        raise PipelineError(f"--extend {' '.join(f'{k}={v}' for k, v in runs.items())}: no run to add (N counts the "
+                            "study's baseline, so N >= 2 adds N - 1 runs)")
+    return {**manifest, "runs": {**manifest["runs"], **{n: {**e, "baseline": head} for n, e in todo.items()}}}
+
+
 def run_planned() -> int:
     """Run every planned experiment without results, one at a time (`dvc exp run --temp`); 2 if any failed."""
     if not Path(MANIFEST).is_file():
         raise PipelineError(f"{MANIFEST}: no planned noise study; plan one first (--plan)")
     manifest = json.loads(Path(MANIFEST).read_text(encoding="utf-8"))
-    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    if head != manifest["baseline"]:
+    head = _head()
+    here = {n: e for n, e in manifest["runs"].items() if e.get("baseline", manifest["baseline"]) == head}
+    if not here:
         raise PipelineError(f"{MANIFEST}: planned from {manifest['baseline'][:12]} but HEAD is {head[:12]}; check "
                             "that commit out, or plan again from this one (--plan)")
     failed = []
-    for name, entry in manifest["runs"].items():
-        if name in exp_refs(manifest["baseline"]):
+    for name, entry in here.items():
+        if name in exp_refs(head):
             print(f"[noise_study] {name}: has results, skipped")
             continue
         cmd = ["dvc", "exp", "run", "--temp", "--name", name,
@@ -278,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", action="store_true", help=f"run the planned runs of {MANIFEST} that have no results yet")
     ap.add_argument("--runs", nargs="*", default=[], metavar="SOURCE=N",
                     help=f"runs per source, the committed run included (defaults {DEFAULT_RUNS})")
+    ap.add_argument("--extend", nargs="+", default=None, metavar="SOURCE=N",
+                    help=f"add sources to the study in {MANIFEST}, their runs started from HEAD")
     ap.add_argument("--collect", action="store_true", help=f"read the runs back into {NOISE_DIR}/ and {CLAIMS_FILE}")
     ap.add_argument("--finished-only", action="store_true",
                     help="with --collect: leave out planned runs that have no results (named in each file's not_run)")
@@ -301,6 +340,21 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.run:
             return run_planned()
+        if args.extend:
+            if not Path(MANIFEST).is_file():
+                raise PipelineError(f"{MANIFEST}: no planned noise study to extend; plan one first (--plan)")
+            wanted = {k: v for k, v in parse_runs(args.extend).items()
+                      if any(item.partition("=")[0] == k for item in args.extend)}
+            if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                              text=True).stdout.strip():
+                raise PipelineError("noise study: the workspace has uncommitted changes; the runs start from the "
+                                    "committed state, so commit (or stash) first")
+            manifest = extend(json.loads(Path(MANIFEST).read_text(encoding="utf-8")), wanted, _head())
+            write_text_atomic(Path(MANIFEST), json.dumps(manifest, indent=1) + "\n")
+            for name, entry in manifest["runs"].items():
+                if entry["source"] in wanted:
+                    print(" ".join(queue_command(name, entry["overrides"])))
+            return 0
         runs = parse_runs(args.runs)
         head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
         todo = plan(params_at(head), runs)

@@ -50,11 +50,13 @@ def test_first_difference_names_the_dotted_key():
     assert ablation.first_difference({"rl": {"lr": 1}}, {}) == "rl"
 
 
-def _commit(repo: Path, mode: str, dev_acc: float, votes: int = 0, evaluate: bool = True, max_steps: int = 2000) -> str:
+def _commit(repo: Path, mode: str, dev_acc: float, votes: int = 0, evaluate: bool = True, max_steps: int = 2000,
+            seed: int = 0) -> str:
     """A run's tree: params.yaml and the metrics files the collect reads."""
     (repo / "metrics/evaluate").mkdir(parents=True, exist_ok=True)
     (repo / "params.yaml").write_text(yaml.safe_dump(
-        {"sft": {"target_mode": mode, "alpha": 0.5, "max_steps": max_steps}, "rl": {"lr": 0.002}}))
+        {"sft": {"target_mode": mode, "alpha": 0.5, "max_steps": max_steps, "seed_offset": seed},
+         "rl": {"lr": 0.002}}))
     sft = {"chosen_lr": 0.002, "dev": {"accuracy": dev_acc, "nll": 1.0, "ece": 0.05, "n": 200},
            "readout_targets": {"total": 888, "soft": 150, "soft_from_item": 150, "with_model_votes": votes, "mode": mode}}
     (repo / ablation.SFT).write_text(json.dumps(sft))
@@ -133,3 +135,61 @@ def test_a_baseline_whose_run_is_not_the_rule_is_refused(tmp_path, monkeypatch):
     with pytest.raises(PipelineError, match=f"the committed run {base[:12]} ran with sft.target_mode='gold_only', "
                                             "not vote_mix; collect against a commit whose run used the research's rule"):
         ablation.collect(base, ["gold_only"])
+
+
+def test_seeded_commands_add_a_vote_mix_run_and_each_seeded_mode_per_seed():
+    cmds = ablation.commands(["gold_only", "gold_onehot"], seeds=[1], seeded_modes=["gold_onehot"])
+    assert cmds[2:] == [
+        ["dvc", "exp", "run", "--queue", "--name", "sft-target-vote-mix-s1", "-S", "sft.target_mode=vote_mix",
+         "-S", "sft.seed_offset=1", "evaluate@sft"],
+        ["dvc", "exp", "run", "--queue", "--name", "sft-target-gold-onehot-s1", "-S", "sft.target_mode=gold_onehot",
+         "-S", "sft.seed_offset=1", "evaluate@sft"]]
+
+
+def test_seeded_collect_pairs_each_seed_with_the_vote_mix(repo):
+    """Dev accuracy differences +0.10, +0.02, -0.04, +0.06, +0.01 over seeds 0-4 (hand-computed):
+    mean +0.03, SD sqrt(0.0112/4) = 0.05292, t(0.975, 4) = 2.7764 -> half-width 0.06570: the interval
+    [-0.0357, 0.0957] includes 0, so 'not detected'; with seeds 0-3 only it is 'not tested'."""
+    path, base = repo  # base: vote_mix dev 0.52 at seed 0
+    _ref(path, base, "sft-target-gold-onehot", _commit(path, "gold_onehot", 0.62))
+    for k, (vote, hot) in enumerate([(0.50, 0.52), (0.54, 0.50), (0.40, 0.46), (0.45, 0.46)], start=1):
+        _ref(path, base, f"sft-target-vote-mix-s{k}", _commit(path, "vote_mix", vote, seed=k))
+        _ref(path, base, f"sft-target-gold-onehot-s{k}", _commit(path, "gold_onehot", hot, seed=k))
+    table = ablation.collect(base, ["gold_only", "gold_onehot"], seeds=[1, 2, 3, 4], seeded_modes=["gold_onehot"])
+    assert [(r["mode"], r["seed"]) for r in table["seed_rows"]][:3] == [
+        ("vote_mix", 1), ("gold_onehot", 1), ("vote_mix", 2)]
+    dev = table["paired"]["gold_onehot"]["dev_accuracy"]
+    assert table["paired"]["gold_onehot"]["seeds"] == [0, 1, 2, 3, 4]
+    assert dev["per_run"] == [0.1, 0.02, -0.04, 0.06, 0.01] and dev["n"] == 5
+    assert dev["diff"] == pytest.approx(0.03) and dev["sd"] == pytest.approx(0.0529, abs=1e-4)
+    assert dev["ci_low"] == pytest.approx(-0.0357, abs=1e-4) and dev["ci_high"] == pytest.approx(0.0957, abs=1e-4)
+    assert dev["verdict"] == "not detected" and dev["detected"] is False
+    short = ablation.collect(base, ["gold_onehot"], seeds=[1, 2, 3])
+    assert short["paired"]["gold_onehot"]["dev_accuracy"]["verdict"] == "not tested"
+
+
+def test_a_seeded_run_with_the_wrong_seed_or_missing_is_one_line(repo, capsys):
+    path, base = repo
+    _ref(path, base, "sft-target-gold-onehot", _commit(path, "gold_onehot", 0.62))
+    _ref(path, base, "sft-target-vote-mix-s1", _commit(path, "vote_mix", 0.5, seed=2))
+    with pytest.raises(PipelineError, match="sft-target-vote-mix-s1 differs from the committed run in sft.seed_offset"):
+        ablation.collect(base, ["gold_onehot"], seeds=[1])
+    _ref(path, base, "sft-target-vote-mix-s1", _commit(path, "vote_mix", 0.5, seed=1))
+    out = path / "metrics" / "sft_ablation.json"
+    assert ablation.main(["--collect", "--baseline", base, "--modes", "gold_onehot", "--seeds", "1",
+                          "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sft-target-gold-onehot-s1 has no results" in err[0] and not out.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seeds", "0"], "--seeds 0: give each extra sft.seed_offset once, each >= 1"),
+    (["--seeds", "1", "1"], "--seeds 1 1: give each extra sft.seed_offset once"),
+    (["--modes", "gold_only", "--seeds", "1", "--seeded-modes", "gold_onehot"],
+     "--seeded-modes gold_onehot is not among --modes (gold_only)"),
+])
+def test_bad_seeds_are_one_line(args, message, capsys, tmp_path):
+    out = tmp_path / "t.json"
+    assert ablation.main(["--collect", *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and not out.exists()

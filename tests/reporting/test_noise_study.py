@@ -69,7 +69,7 @@ def repo(tmp_path_factory):
     env["PYTHONPATH"] = str(ROOT)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"   # the `dvc` the study runs
     run(*study, "--plan", "--runs", "reseed=6", "sft_seed=2", "data=0", "pretrain_init=0", "pretrain_order=0",
-        "rl_seed=0")
+        "rl_seed=0", "curate_seed=0")
     run(*study, "--run")                                     # each planned run: dvc exp run --temp
     again = run(*study, "--run").stdout                      # a second --run skips what has results
     assert again.count("has results, skipped") == 6
@@ -156,6 +156,53 @@ def test_a_study_stopped_part_way_is_collected_as_what_it_is(repo):
     assert files["metrics/claims.json"]["not_run"] == ["noise-reseed-6"]
     assert files["metrics/claims.json"]["comparisons"]["sft_vs_base_readout"]["n"] == 6
     assert files["metrics/noise/by_source.json"]["sources"]["rl_seed"]["not_run"] == ["noise-rl_seed-1"]
+
+
+def test_a_source_added_later_pairs_with_the_study_baseline(repo, tmp_path):
+    """--extend: curate_seed planned after the study, started from a later commit that holds the same run
+    (a new param at its default 0), run, and collected with the study's baseline: its readout moves by
+    curate.seed_offset / 10000, so its SD over the two runs is 0.0001 / sqrt 2."""
+    root, head, todo = repo
+    clone = tmp_path / "later"
+    subprocess.run(["cp", "-a", str(root), str(clone)], check=True)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1", "PYTHONPATH": str(ROOT),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def run(*cmd, check=True):
+        return subprocess.run(list(cmd), cwd=clone, env=env, capture_output=True, text=True, check=check)
+
+    study = [sys.executable, "-m", "decision_pipeline.reporting.noise_study"]
+    (clone / "params.yaml").write_text(PARAMS + "curate:\n  seed_offset: 0\n")
+    (clone / "stage.py").write_text(STAGE.replace("s / 100 + o / 1000", "s / 100 + o / 1000 + p['curate']['seed_offset'] / 10000"))
+    (clone / "dvc.yaml").write_text((clone / "dvc.yaml").read_text().replace("params: [base, sft]",
+                                                                            "params: [base, sft, curate]"))
+    run(sys.executable, "-m", "dvc", "repro", "-q")
+    run("git", "add", "-A")
+    run("git", "commit", "-qm", "curate.seed_offset")
+    later = run("git", "rev-parse", "HEAD").stdout.strip()
+    again = run(*study, "--extend", "sft_seed=3", check=False)
+    assert again.returncode == 2 and "--extend sft_seed: already in the study" in again.stderr
+    assert run(*study, "--extend", "curate_seed=1", check=False).returncode == 2     # N counts the baseline
+    run(*study, "--extend", "curate_seed=2")
+    manifest = json.loads((clone / ns.MANIFEST).read_text())
+    assert manifest["baseline"] == head and manifest["runs"]["noise-curate_seed-1"] == {
+        "source": "curate_seed", "overrides": {"curate.seed_offset": 1}, "baseline": later}
+    out = run(*study, "--run").stdout                         # only the runs started from HEAD
+    assert "noise-curate_seed-1" in out and "noise-reseed-1" not in out
+    files = _collect(clone, manifest)
+    row = files["metrics/noise/by_source.json"]["claims"]["sft_vs_base_readout"]["curate_seed"]
+    assert row["n"] == 2 and math.isclose(row["sd"], 0.0001 / math.sqrt(2), rel_tol=1e-4)
+    assert files["metrics/claims.json"]["comparisons"]["sft_vs_base_readout"]["n"] == 6   # reseeds unchanged
+
+    # a later commit whose committed run differs from the study's is refused in one line, manifest untouched
+    (clone / "stage.py").write_text(STAGE.replace("s / 100 + o / 1000", "s / 100 + o / 1000 + 0.5"))
+    run(sys.executable, "-m", "dvc", "repro", "-q")
+    run("git", "commit", "-qam", "another run")
+    refused = run(*study, "--extend", "rl_seed=2", check=False)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "does not hold the study's run (sft_vs_base_readout" in refused.stderr
+    assert json.loads((clone / ns.MANIFEST).read_text()) == manifest
 
 
 def test_cli_refuses_without_a_queued_study(tmp_path):
