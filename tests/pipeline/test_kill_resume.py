@@ -179,7 +179,7 @@ def test_generate_with_two_workers_killed_then_resumed_with_one_is_byte_identica
                           lambda: jsonl_lines(_shards(run)) >= point, timeout=300,
                           before_kill=lambda pid: workers.extend(spawned_children(pid)))
     assert rc == KILLED, (tmp_path / "kill.log").read_text()
-    assert len(workers) == 2 and gone(workers, wait=1.0), f"shard workers {workers} outlived the killed stage"
+    assert len(workers) == 2 and gone(workers, wait=5.0), f"shard workers {workers} outlived the killed stage by 5 s"
     assert {p.name for p in _shards(run)} <= {"base.0-of-2.jsonl", "base.1-of-2.jsonl"}
     on_disk = _check_killed_generate(run, generate_reference)
     print(f"\ngenerate, 2 workers: killed at >= {point} of {base} base records: {on_disk} whole records on disk")

@@ -118,13 +118,24 @@ def _pick(d, voice: str, dim: str, value: int) -> None:
     d.find_element(By.CSS_SELECTOR, f"#score-{voice}-{dim}-{value} + span").click()
 
 
-def _click_to_next_page(d, element) -> None:
-    """Click something that loads a page, and wait until the old page is gone."""
+def _click_to_next_page(d, target) -> None:
+    """Click something that loads a page, and wait until the old page is gone. `target` is an element or a
+    (By, value) locator; a locator is found afresh and retried when the page was still settling under the
+    finder (Chrome: "does not belong to the document"), which a loaded 2-core machine hits now and then."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
-    old = d.find_element(By.TAG_NAME, "html")
-    element.click()
+    for attempt in range(3):
+        old = d.find_element(By.TAG_NAME, "html")
+        element = d.find_element(*target) if isinstance(target, tuple) else target
+        try:
+            element.click()
+            break
+        except (StaleElementReferenceException, WebDriverException) as exc:
+            settling = isinstance(exc, StaleElementReferenceException) or "does not belong to the document" in str(exc)
+            if not isinstance(target, tuple) or not settling or attempt == 2:
+                raise
     WebDriverWait(d, 10).until(EC.staleness_of(old))
 
 
@@ -163,7 +174,7 @@ def test_review_comment_and_draft_in_a_real_browser(server, new_browser):
     assert d.find_element(By.ID, "my-progress").text.startswith("0 / 12 reviewed")
 
     # open the first item; citations are expanded to the charter's text
-    _click_to_next_page(d, d.find_element(By.ID, "start"))
+    _click_to_next_page(d, (By.ID, "start"))
     assert d.current_url.endswith(url("ref_cite_right/ann-00"))          # first of the queue: score 0
     assert "ref_cite_right" not in d.page_source                           # blind: no generator name
     assert "Answer the question that was asked" in d.find_element(By.ID, "first_person-3.1").text
@@ -186,13 +197,13 @@ def test_review_comment_and_draft_in_a_real_browser(server, new_browser):
 
     # submitting with the observer voice missing is refused, nothing written
     d.find_element(By.ID, "verdict-reject").click()
-    _click_to_next_page(d, d.find_element(By.ID, "submit"))
+    _click_to_next_page(d, (By.ID, "submit"))
     assert "missing voice 'observer'" in d.find_element(By.ID, "form-errors").text
     assert rows(live, "reviews") == []
     for dim in DIMENSIONS:
         _pick(d, "observer", dim, 2 if dim == "charter_grounding" else 3)
     assert d.find_element(By.ID, "verdict-reject").is_selected()     # kept across the refused submit
-    _click_to_next_page(d, d.find_element(By.ID, "submit"))
+    _click_to_next_page(d, (By.ID, "submit"))
     assert "Review saved." in d.find_element(By.CSS_SELECTOR, ".flash").text
     assert d.find_element(By.ID, "my-progress").text.startswith("1 / 12 reviewed")
 
@@ -255,7 +266,7 @@ def test_redirects_stay_on_the_site_and_reviews_cannot_script_the_page(server, n
             _pick(d, voice, dim, 4)
     d.find_element(By.ID, "verdict-accept").click()
     d.find_element(By.ID, "notes").send_keys(payload)
-    _click_to_next_page(d, d.find_element(By.ID, "submit"))
+    _click_to_next_page(d, (By.ID, "submit"))
     assert rows(live, "reviews")[0]["notes"] == payload       # stored as written...
     d.get(base + url("ref_cite_right/ann-01"))                # the page that lists the review with its notes
     assert d.title != "pwned" and "<script>" in d.find_element(By.ID, "reviews").text  # ...shown as text
