@@ -252,6 +252,14 @@ def _head() -> str:
     return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
 
 
+def _require_committed() -> None:
+    """Runs start from the committed state: uncommitted edits would not be in them."""
+    if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                      text=True).stdout.strip():
+        raise PipelineError("noise study: the workspace has uncommitted changes; the runs start from the "
+                            "committed state, so commit (or stash) first")
+
+
 def extend(manifest: Mapping[str, Any], runs: Mapping[str, int], head: str) -> dict:
     """The manifest with `runs` of new sources started from `head`, after checking that `head` holds the
     study baseline's run (every claim's value equal), so its runs pair with the baseline like the others."""
@@ -345,10 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise PipelineError(f"{MANIFEST}: no planned noise study to extend; plan one first (--plan)")
             wanted = {k: v for k, v in parse_runs(args.extend).items()
                       if any(item.partition("=")[0] == k for item in args.extend)}
-            if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                              text=True).stdout.strip():
-                raise PipelineError("noise study: the workspace has uncommitted changes; the runs start from the "
-                                    "committed state, so commit (or stash) first")
+            _require_committed()
             manifest = extend(json.loads(Path(MANIFEST).read_text(encoding="utf-8")), wanted, _head())
             write_text_atomic(Path(MANIFEST), json.dumps(manifest, indent=1) + "\n")
             for name, entry in manifest["runs"].items():
@@ -356,13 +361,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(" ".join(queue_command(name, entry["overrides"])))
             return 0
         runs = parse_runs(args.runs)
-        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        head = _head()
         todo = plan(params_at(head), runs)
         if args.plan or args.queue:
-            if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                              text=True).stdout.strip():
-                raise PipelineError("noise study: the workspace has uncommitted changes; the runs start from the "
-                                    "committed state, so commit (or stash) first")
+            _require_committed()
             write_text_atomic(Path(MANIFEST), json.dumps({"baseline": head, "runs": todo}, indent=1) + "\n")
             for name, entry in todo.items() if args.queue else ():
                 subprocess.run(queue_command(name, entry["overrides"]), check=True)
