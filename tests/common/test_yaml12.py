@@ -50,9 +50,9 @@ STAGE = ("from decision_pipeline.common.params import read_params_file; import s
 
 
 @pytest.mark.slow
-def test_twenty_failed_experiments_never_hide_their_edit(tmp_path):
+def test_ten_failed_experiments_never_hide_their_edit(tmp_path):
     """0.45 and -0.1 are the same size: without common/gitindex.py about half of these tries leave
-    `git status` clean while params.yaml holds -0.1."""
+    `git status` clean while params.yaml holds -0.1, so ten tries miss a regression once in ~1,000 runs."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1"}
     dvc = [sys.executable, "-m", "dvc"]
@@ -67,7 +67,7 @@ def test_twenty_failed_experiments_never_hide_their_edit(tmp_path):
                                        "    params: [a]\n")
     run("git", "add", "-A")
     run("git", "commit", "-qm", "init")
-    for attempt in range(20):
+    for attempt in range(10):
         proc = run(*dvc, "exp", "run", "-S", "a.x=-0.1", check=False)
         assert proc.returncode != 0, proc.stdout + proc.stderr
         assert "x: -0.1" in (tmp_path / "params.yaml").read_text()
