@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import time
 
-import torch
-
 from decision_pipeline.common.io import atomic_dir, write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.base_model import BaseModelParams, assess_base, base_source, prepare_base, write_base
+from decision_pipeline.decision.params import BaseModelParams
 from decision_pipeline.questions.schema import load_split
 
 
@@ -29,6 +27,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--metrics", required=True)
     args = ap.parse_args(argv)
+    # the model libraries (torch, transformers, peft) only after the arguments parsed: `--help` and a wrong
+    # flag answer in under a second instead of paying ~5 s of imports
+    import torch
+    from decision_pipeline.decision.base_model import assess_base, base_source, prepare_base, write_base
     started = time.time()
     p = load_section(BaseModelParams, "base_model", args.params)
     torch.set_num_threads(p.threads)

@@ -16,19 +16,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import torch
-
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import stable_subset
 from decision_pipeline.common.io import write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.answering import AnsweringParams, answer_questions
-from decision_pipeline.decision.calibration import CalibrateParams, apply_yes_offset, calibrate_answers
-from decision_pipeline.decision.evaluation import EvaluateParams, answer_records, records_to_table
-from decision_pipeline.decision.router import fit_router
+from decision_pipeline.decision.params import AnsweringParams, CalibrateParams, EvaluateParams
+from decision_pipeline.lm.params import RuntimeParams
 from decision_pipeline.questions.schema import load_split
-from decision_pipeline.lm.runtime import RuntimeParams
 
 
 @stage_main
@@ -40,6 +35,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", required=True, help="directory for temperatures.json")
     ap.add_argument("--metrics", required=True)
     args = ap.parse_args(argv)
+    # the model libraries (torch, transformers, peft) only after the arguments parsed: `--help` and a wrong
+    # flag answer in under a second instead of paying ~5 s of imports
+    import torch
+    from decision_pipeline.decision.answering import answer_questions
+    from decision_pipeline.decision.calibration import apply_yes_offset, calibrate_answers
+    from decision_pipeline.decision.evaluation import answer_records, records_to_table
+    from decision_pipeline.decision.router import fit_router
     started = time.time()
     p = load_section(CalibrateParams, "calibrate", args.params)
     answering = load_section(EvaluateParams, "evaluate", args.params).answering

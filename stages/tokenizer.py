@@ -14,7 +14,7 @@ from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_section, stage_parser
 from decision_pipeline.curation.decontaminate import decontaminate, held_out_questions
 from decision_pipeline.questions.schema import load_items, load_split
-from decision_pipeline.lm.bpe import TokenizerParams, train_pipeline_tokenizer
+from decision_pipeline.lm.params import TokenizerParams
 
 
 @stage_main
@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     started = time.time()
     p = load_section(TokenizerParams, "tokenizer", args.params)
+    # transformers (and torch beneath it) only after the arguments parsed: `--help` answers in under a second
+    from decision_pipeline.lm.bpe import train_pipeline_tokenizer
     clean = decontaminate(read_table(args.pool), held_out_questions(load_items(args.items)))
     fast, metrics = train_pipeline_tokenizer([d["text"] for d in clean.kept], load_split(args.items, "pool"), p)
     metrics["decontaminated_docs"] = len(clean.removed)
