@@ -2,8 +2,9 @@
 
 Prints the CPU kernel set in use, the final loss to 8 decimals and a SHA-256 of the weights. Run it
 on two machines (e.g. this one and any other x86 box): with the library's AVX2 pin
-(decision_pipeline/common/cpu.py) the hashes must agree; `PIPELINE_CPU_KERNELS=native` shows what
-the CPU's own kernels give. Numbers measured on 2026-12-04 are in docs/reliability.md.
+(decision_pipeline/common/cpu.py) the losses agree; the weights' last bits may not (two AVX-512 machines
+gave two hashes), so the pipeline's own outputs are the full check; `PIPELINE_CPU_KERNELS=native` shows
+what the CPU's own kernels give. Numbers measured so far are in docs/reliability.md.
 
     python perf/cpu_determinism.py [--json OUT]
 """

@@ -17,9 +17,9 @@ from decision_pipeline.common.hashing import stable_subset
 from decision_pipeline.common.io import read_json, read_jsonl, write_json, write_jsonl
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
+from decision_pipeline.common.temperatures import read_temperatures
 from decision_pipeline.decision.params import EvaluateParams
 from decision_pipeline.lm.params import RuntimeParams
-from decision_pipeline.common.temperatures import read_temperatures
 from decision_pipeline.questions.schema import load_items, load_split
 
 
