@@ -16,18 +16,13 @@ import os
 import sys
 import time
 
-import torch
-
 from decision_pipeline.common.hashing import stable_subset
 from decision_pipeline.common.io import write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.generate_run import generate_to_log
 from decision_pipeline.decision.generation import GenerateParams
 from decision_pipeline.questions.schema import load_split
-from decision_pipeline.lm.bpe import load_tokenizer
-from decision_pipeline.lm.model import load_model
-from decision_pipeline.lm.runtime import RuntimeParams
+from decision_pipeline.lm.params import RuntimeParams
 
 
 @stage_main
@@ -40,6 +35,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--metrics", required=True)
     ap.add_argument("--timings", required=True, help="machine-dependent throughput (a cached output, not a metric)")
     args = ap.parse_args(argv)
+    # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
+    # second instead of paying ~6 s of torch, transformers and peft imports
+    import torch
+    from decision_pipeline.decision.generate_run import generate_to_log
+    from decision_pipeline.lm.bpe import load_tokenizer
+    from decision_pipeline.lm.model import load_model
     started = time.time()
     p = load_section(GenerateParams, "generate", args.params)
     seed = load_base(args.params).seed

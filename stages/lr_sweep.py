@@ -9,18 +9,12 @@ from __future__ import annotations
 
 import time
 
-import torch
-
 from decision_pipeline.common.io import write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.lm.launch import LaunchParams, finish, threads_per_process, train_here
-from decision_pipeline.decision.sft_run import sweep_point
 from decision_pipeline.decision.lr_choice import LrSweepParams
-from decision_pipeline.decision.sft_trainer import SFTParams
-from decision_pipeline.lm.bpe import load_tokenizer
-from decision_pipeline.lm.model import load_model
-from decision_pipeline.lm.runtime import RuntimeParams
+from decision_pipeline.decision.params import SFTParams
+from decision_pipeline.lm.params import LaunchParams, RuntimeParams
 
 
 @stage_main
@@ -34,6 +28,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--chains", required=True)
     ap.add_argument("--metrics", required=True, help="this rate's metrics file")
     args = ap.parse_args(argv)
+    # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
+    # second instead of paying ~6 s of torch, transformers and peft imports
+    import torch
+    from decision_pipeline.decision.sft_run import sweep_point
+    from decision_pipeline.lm.bpe import load_tokenizer
+    from decision_pipeline.lm.launch import finish, threads_per_process, train_here
+    from decision_pipeline.lm.model import load_model
     started = time.time()
     sweep = load_section(LrSweepParams, "lr_sweep", args.params)
     p = load_section(SFTParams, "sft", args.params)

@@ -17,19 +17,12 @@ import hashlib
 import time
 from pathlib import Path
 
-import torch
-
 from decision_pipeline.common.fingerprint import code_fingerprint, run_fingerprint
 from decision_pipeline.common.workdir import claim, content_params
 from decision_pipeline.common.io import atomic_dir, read_json, read_table, write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, read_params_file, stage_parser
-from decision_pipeline.lm.launch import (LaunchParams, finish, is_main, on_main_then_all, threads_per_process,
-                                               train_here)
-from decision_pipeline.lm.bpe import load_tokenizer
-from decision_pipeline.lm import model as model_module
-from decision_pipeline.lm import training
-from decision_pipeline.lm.training import PretrainParams, pretrain, selected_texts
+from decision_pipeline.lm.params import LaunchParams, PretrainParams
 
 
 def model_fingerprint_of_tokenizer(tokenizer_dir: str) -> str:
@@ -58,6 +51,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--timings", required=True, help="machine-dependent throughput (a cached output, not a metric)")
     ap.add_argument("--live", help="DVCLive directory for the per-step training metrics (its own directory: a rerun empties it)")
     args = ap.parse_args(argv)
+    # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
+    # second instead of paying ~6 s of torch and transformers imports
+    import torch
+    from decision_pipeline.lm import model as model_module
+    from decision_pipeline.lm import training
+    from decision_pipeline.lm.bpe import load_tokenizer
+    from decision_pipeline.lm.launch import finish, is_main, on_main_then_all, threads_per_process, train_here
+    from decision_pipeline.lm.training import pretrain, selected_texts
     started = time.time()
     p = load_section(PretrainParams, "pretrain", args.params)
     seed = load_base(args.params).seed

@@ -19,22 +19,13 @@ from __future__ import annotations
 
 import time
 
-import torch
-
 from decision_pipeline.common.fingerprint import code_fingerprint, model_fingerprint
 from decision_pipeline.common.io import atomic_dir, read_jsonl, write_json, write_timings
 from decision_pipeline.common.log import info, stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision import rl_rewards, rl_trainer
-from decision_pipeline.decision.adapters import save_adapter_and_merged
-from decision_pipeline.lm.launch import LaunchParams, finish, threads_per_process, train_here
+from decision_pipeline.decision.params import RLParams
+from decision_pipeline.lm.params import LaunchParams, RuntimeParams
 from decision_pipeline.questions.schema import load_items
-from decision_pipeline.decision.rl_run import arrange_gold_positions, fit_rounds, run_metrics, training_questions
-from decision_pipeline.decision.rl_trainer import RLParams, check_lora_targets, fingerprint_parts, train_grpo
-from decision_pipeline.lm.bpe import load_tokenizer
-from decision_pipeline.lm.model import load_model
-from decision_pipeline.lm.runtime import RuntimeParams
-from decision_pipeline.reporting.stage_plots import plot_rl_rounds
 
 
 @stage_main
@@ -52,6 +43,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--timings", required=True, help="machine-dependent wall times (a cached output, not a metric)")
     ap.add_argument("--live", help="DVCLive directory for the per-step training metrics (its own directory: a rerun empties it)")
     args = ap.parse_args(argv)
+    # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
+    # second instead of paying ~6 s of torch, transformers and peft imports
+    import torch
+    from decision_pipeline.decision import rl_rewards, rl_trainer
+    from decision_pipeline.decision.adapters import save_adapter_and_merged
+    from decision_pipeline.decision.rl_run import arrange_gold_positions, fit_rounds, run_metrics, training_questions
+    from decision_pipeline.decision.rl_trainer import check_lora_targets, fingerprint_parts, train_grpo
+    from decision_pipeline.lm.bpe import load_tokenizer
+    from decision_pipeline.lm.launch import finish, threads_per_process, train_here
+    from decision_pipeline.lm.model import load_model
+    from decision_pipeline.reporting.stage_plots import plot_rl_rounds
     started = time.time()
     p = load_section(RLParams, "rl", args.params)
     seed = load_base(args.params).seed + p.seed_offset

@@ -14,19 +14,12 @@ import os
 import sys
 import time
 
-import torch
-
 from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.answering import readout
+from decision_pipeline.decision.params import RLParams, RlProbeParams
 from decision_pipeline.questions.schema import load_items
-from decision_pipeline.decision.rl_probe import (ProbeSampling, RlProbeParams, candidates, probe_log, probe_metrics,
-                                                 probe_rows, probe_workers)
-from decision_pipeline.decision.rl_trainer import RLParams
-from decision_pipeline.lm.bpe import load_tokenizer
-from decision_pipeline.lm.model import load_model
-from decision_pipeline.lm.runtime import RuntimeParams
+from decision_pipeline.lm.params import RuntimeParams
 
 
 @stage_main
@@ -39,6 +32,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--metrics", required=True)
     ap.add_argument("--timings", required=True, help="machine-dependent throughput (a cached output, not a metric)")
     args = ap.parse_args(argv)
+    # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
+    # second instead of paying ~6 s of torch, transformers and peft imports
+    import torch
+    from decision_pipeline.decision.answering import readout
+    from decision_pipeline.decision.rl_probe import (ProbeSampling, candidates, probe_log, probe_metrics, probe_rows,
+                                                     probe_workers)
+    from decision_pipeline.lm.bpe import load_tokenizer
+    from decision_pipeline.lm.model import load_model
     started = time.time()
     p = load_section(RlProbeParams, "rl_probe", args.params)
     rl = load_section(RLParams, "rl", args.params)

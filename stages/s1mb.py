@@ -28,11 +28,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import torch
-
-from decision_pipeline.bench.adapter import S1mbParams, load_readout_temperatures
-from decision_pipeline.bench.s1mb import write_model_folder
-from decision_pipeline.bench.scoring import score_model
+from decision_pipeline.bench.params import S1mbParams
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import atomic_dir, write_json
 from decision_pipeline.common.log import stage_main, summary
@@ -50,6 +46,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", required=True, help="directory for the two model folders (readout, routed)")
     ap.add_argument("--metrics", required=True)
     args = ap.parse_args(argv)
+    # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
+    # second instead of paying ~6 s of torch, transformers and peft imports
+    import torch
+    from decision_pipeline.bench.adapter import load_readout_temperatures
+    from decision_pipeline.bench.s1mb import write_model_folder
+    from decision_pipeline.bench.scoring import score_model
     started = time.time()
     p = load_section(S1mbParams, "s1mb", args.params)
     if Path(args.out).resolve() == Path(args.data).resolve():

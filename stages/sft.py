@@ -13,19 +13,11 @@ from __future__ import annotations
 
 import time
 
-import torch
-
 from decision_pipeline.common.io import atomic_dir, read_json, write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.adapters import save_adapter_and_merged
-from decision_pipeline.lm.launch import LaunchParams, finish, threads_per_process, train_here
-from decision_pipeline.decision.sft_run import run_sft
-from decision_pipeline.decision.sft_trainer import SFTParams
-from decision_pipeline.lm.bpe import load_tokenizer
-from decision_pipeline.lm.model import load_model
-from decision_pipeline.lm.runtime import RuntimeParams
-from decision_pipeline.reporting.stage_plots import plot_loss_curves
+from decision_pipeline.decision.params import SFTParams
+from decision_pipeline.lm.params import LaunchParams, RuntimeParams
 
 
 @stage_main
@@ -44,6 +36,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--timings", required=True, help="machine-dependent throughput (a cached output, not a metric)")
     ap.add_argument("--live", help="DVCLive directory for the per-step training metrics (its own directory: a rerun empties it)")
     args = ap.parse_args(argv)
+    # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
+    # second instead of paying ~6 s of torch, transformers and peft imports
+    import torch
+    from decision_pipeline.decision.adapters import save_adapter_and_merged
+    from decision_pipeline.decision.sft_run import run_sft
+    from decision_pipeline.lm.bpe import load_tokenizer
+    from decision_pipeline.lm.launch import finish, threads_per_process, train_here
+    from decision_pipeline.lm.model import load_model
+    from decision_pipeline.reporting.stage_plots import plot_loss_curves
     started = time.time()
     p = load_section(SFTParams, "sft", args.params)
     seed = load_base(args.params).seed + p.seed_offset  # a seed study varies only the SFT run

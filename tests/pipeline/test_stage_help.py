@@ -49,3 +49,25 @@ def test_no_field_has_a_code_default(stage):
         for f in dataclasses.fields(cls):
             assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, f"{cls.__name__}.{f.name}"
             assert f.metadata.get("doc"), f"{cls.__name__}.{f.name} has no help text"
+
+
+def test_no_stage_imports_the_model_libraries_before_its_arguments_parse():
+    """`python -m stages.<name> --help` (and a wrong flag) must not pay ~5-8 s of torch/transformers/peft
+    imports: every stage module imports them inside main(), after parse_args (#34). One fresh interpreter
+    imports every stage module and lists which pulled a model library in."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    names = sorted(p.stem for p in (root / "stages").glob("*.py") if p.stem != "__init__")
+    assert len(names) > 20, names
+    probe = ("import importlib, sys\n"
+             "heavy = ('torch', 'transformers', 'peft', 'trl')\n"
+             "for name in sys.argv[1:]:\n"
+             "    importlib.import_module('stages.' + name)\n"
+             "    loaded = [m for m in heavy if m in sys.modules]\n"
+             "    if loaded:\n"
+             "        print(name, ' '.join(loaded)); break\n")
+    proc = subprocess.run([sys.executable, "-c", probe, *names], cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "", f"stages.{proc.stdout.split()[0]} imports {proc.stdout.split()[1:]} at module level"
