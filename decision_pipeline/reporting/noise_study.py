@@ -225,7 +225,8 @@ def collect(manifest: Mapping[str, Any], finished_only: bool = False) -> dict[st
             continue
         if name not in refs:
             cmd = " ".join(queue_command(name, entry["overrides"]))
-            raise PipelineError(f"noise study: run {name} has no results (failed or not run; see `dvc queue status`); "
+            raise PipelineError(f"noise study: run {name} has no results here (failed, not run, or run in another "
+                                f"clone: `dvc exp pull origin {name}` fetches a pushed run; see `dvc queue status`); "
                                 f"rerun it (`{cmd}` then `dvc exp run --run-all`) or drop it from {MANIFEST}")
         check_params(name, entry["overrides"], base_params if start == baseline else params_at(start),
                      params_at(refs[name]))
