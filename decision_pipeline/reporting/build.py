@@ -64,16 +64,20 @@ def make_plan(store: Store, sections: tuple[Section, ...] = SECTIONS) -> Plan:
 
 
 def run_digest(root: Path) -> str:
-    """What identifies the run: a digest of dvc.lock's upstream stage entries (deps, params, outs).
+    """What identifies the run: a digest of what dvc.lock's upstream stages produced (params, outs).
 
     Not the git revision or the clock: the report is itself a tracked output, and a stamp that
-    changes every run would leave the repository dirty after every `dvc repro`.
+    changes every run would leave the repository dirty after every `dvc repro`. Not the deps either:
+    a code or config edit that reruns a stage to the same outputs changes its deps' hashes without
+    rerunning the report, which would leave a stale digest on the title page (the code digest, below,
+    names the code, and the report depends on all of it).
     """
     lock = root / "dvc.lock"
     if not lock.is_file():
         return "unlocked (no dvc.lock)"
     stages = (load_yaml(lock.read_text(encoding="utf-8"), str(lock)) or {}).get("stages", {})
-    upstream = {name: entry for name, entry in stages.items() if name != "report"}
+    upstream = {name: {key: entry.get(key) for key in ("params", "outs")}
+                for name, entry in stages.items() if name != "report" and isinstance(entry, dict)}
     digest = hashlib.sha256(json.dumps(upstream, sort_keys=True).encode()).hexdigest()[:16]
     return f"sha256:{digest} ({len(upstream)} stages in dvc.lock)"
 

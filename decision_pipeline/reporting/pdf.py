@@ -57,7 +57,7 @@ class Meta:
     `date` is SOURCE_DATE_EPOCH or a pointer to the holding commit, never the clock, so one code
     tree and lock give one PDF (a forced rerun of a committed state leaves git clean).
     """
-    revision: str                 # dvc.lock digest of the upstream stages
+    revision: str                 # dvc.lock digest of the upstream stages' params and outputs
     params_digest: str
     profile: str
     date: str
