@@ -1,4 +1,5 @@
-"""Every params.yaml section and the config class that loads it (the classes live beside their code).
+"""Every params.yaml section and the config class that loads it (the classes live in the torch-free params
+modules, e.g. lm/params.py and decision/params.py, or beside their code).
 
 Why one index: a preflight (`make check`) and the tests load every section of
 every profile through the typed loaders, and a section no stage knows is an error.
