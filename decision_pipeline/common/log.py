@@ -79,8 +79,29 @@ def summary(stage: str, started: float, **numbers: Any) -> None:
     print(f"[{stage}] done in {time.time() - started:.1f}s: {parts}", flush=True)
 
 
+DEFAULT_PARAMS = "params.yaml"
+
+
+def params_file_named(message: str, argv: list[str] | None) -> str:
+    """`message` naming the params file the stage actually read.
+
+    Why: many checks run far from the loader and say `params.yaml: key ...`, the file DVC passes;
+    a stage run by hand with `--params other.yaml` must name that file instead."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    path = None
+    for i, arg in enumerate(args):
+        if arg == "--params" and i + 1 < len(args):
+            path = args[i + 1]
+        elif arg.startswith("--params="):
+            path = arg.split("=", 1)[1]
+    if path and path != DEFAULT_PARAMS and message.startswith(DEFAULT_PARAMS + ":"):
+        return path + message[len(DEFAULT_PARAMS):]
+    return message
+
+
 def stage_main(func: Callable[[list[str] | None], Any]) -> Callable[[list[str] | None], int]:
-    """Wrap a stage's main(): a PipelineError becomes one stderr line and exit code 2."""
+    """Wrap a stage's main(): a PipelineError becomes one stderr line (naming the `--params` file
+    where the message names the params file) and exit code 2."""
     @functools.wraps(func)
     def wrapper(argv: list[str] | None = None) -> int:
         if not bars_enabled() and "transformers" in sys.modules:
@@ -89,7 +110,7 @@ def stage_main(func: Callable[[list[str] | None], Any]) -> Callable[[list[str] |
         try:
             func(argv)
         except PipelineError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {params_file_named(str(exc), argv)}", file=sys.stderr)
             return 2
         return 0
     return wrapper

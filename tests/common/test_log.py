@@ -22,6 +22,37 @@ def test_stage_main_pipeline_error_is_one_stderr_line_and_code_2(capsys):
     assert err == "error: params.yaml: train.steps: expected an integer, got '10'\n"
 
 
+@pytest.mark.parametrize("argv, named", [
+    (["--params", "/tmp/exp/other.yaml", "--out", "x"], "/tmp/exp/other.yaml"),
+    (["--params=other.yaml"], "other.yaml"),
+    (["--params", "params.yaml"], "params.yaml"),
+    (["--out", "x"], "params.yaml"),
+])
+def test_stage_main_names_the_params_file_the_stage_read(argv, named, capsys):
+    """A check far from the loader says `params.yaml: ...`; run with --params other.yaml, the line names that file."""
+    @stage_main
+    def main(argv):
+        raise PipelineError("params.yaml: items.splits needs keys pool, rl with fractions summing to 1")
+
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"error: {named}: items.splits needs keys pool, rl with fractions summing to 1\n"
+
+
+def test_a_real_stage_names_its_params_file(tmp_path, capsys):
+    """stages.items with a params file whose splits do not sum to 1 (checked in ItemsParams, not by the loader)."""
+    from decision_pipeline.common.profiles import dump, merged_profile
+    from pathlib import Path
+    import stages.items as items
+    params = merged_profile("micro", Path(__file__).resolve().parents[2])
+    params["items"]["splits"]["pool"] += 0.5
+    path = tmp_path / "variant.yaml"
+    path.write_text(dump(params))
+    rc = items.main(["--params", str(path), "--out", str(tmp_path / "i.parquet"), "--metrics", str(tmp_path / "m.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith(f"error: {path}: items.splits"), err
+    assert not (tmp_path / "i.parquet").exists()
+
+
 def test_stage_main_normal_return_is_0_and_passes_argv(capsys):
     seen = []
 
