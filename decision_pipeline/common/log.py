@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, TypeVar
 from tqdm.auto import tqdm
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.params import PARAMS_FILE
 
 T = TypeVar("T")
 
@@ -79,9 +80,6 @@ def summary(stage: str, started: float, **numbers: Any) -> None:
     print(f"[{stage}] done in {time.time() - started:.1f}s: {parts}", flush=True)
 
 
-DEFAULT_PARAMS = "params.yaml"
-
-
 def params_file_named(message: str, argv: list[str] | None) -> str:
     """`message` naming the params file the stage actually read.
 
@@ -94,8 +92,8 @@ def params_file_named(message: str, argv: list[str] | None) -> str:
             path = args[i + 1]
         elif arg.startswith("--params="):
             path = arg.split("=", 1)[1]
-    if path and path != DEFAULT_PARAMS and message.startswith(DEFAULT_PARAMS + ":"):
-        return path + message[len(DEFAULT_PARAMS):]
+    if path and path != PARAMS_FILE and message.startswith(PARAMS_FILE + ":"):
+        return path + message[len(PARAMS_FILE):]
     return message
 
 
