@@ -1,5 +1,5 @@
 """Every params.yaml section and the config class that loads it (the classes live in the torch-free params
-modules, e.g. lm/params.py and decision/params.py, or beside their code).
+modules, e.g. lm/params.py and each decision sub-package's config.py, or beside their code).
 
 Why one index: a preflight (`make check`) and the tests load every section of
 every profile through the typed loaders, and a section no stage knows is an error.
@@ -26,14 +26,13 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import BaseParams, load_section, read_params_file
 from decision_pipeline.curation.documents import IngestParams
 from decision_pipeline.curation.pipeline import CurateParams
-from decision_pipeline.decision.chains import SelectChainsParams
-from decision_pipeline.decision.generation import GenerateParams
-from decision_pipeline.decision.item_splits import ItemsParams
-from decision_pipeline.decision.lr_choice import LrSweepParams
-from decision_pipeline.decision.rl_select import RlSelectParams
-from decision_pipeline.decision.params import (BaseModelParams, CalibrateParams, EvaluateParams, RlProbeParams,
-                                               RLParams, SFTParams)
+from decision_pipeline.decision.base.config import BaseModelParams
+from decision_pipeline.decision.evaluate.config import CalibrateParams, EvaluateParams
+from decision_pipeline.decision.generate.generation import GenerateParams
+from decision_pipeline.decision.rl.config import RlProbeParams, RlSelectParams, RLParams
+from decision_pipeline.decision.sft.config import LrSweepParams, SelectChainsParams, SFTParams
 from decision_pipeline.lm.params import PretrainParams, RuntimeParams, TokenizerParams
+from decision_pipeline.questions.splits import ItemsParams
 
 SECTIONS: dict[str, type] = {
     "base": BaseParams, "items": ItemsParams, "ingest": IngestParams, "tokenizer": TokenizerParams,
@@ -240,8 +239,8 @@ def check_main(argv: list[str] | None = None) -> int:
 # every param that holds regexes, with the flags its stage compiles them with (a test finds every
 # field whose doc says "regex" and keeps this list complete)
 REGEX_PARAMS: dict[str, int] = {
-    "select_chains.lookup_patterns": re.IGNORECASE,   # decision/chains.py find_lookup
-    "rl.decisiveness_patterns": re.IGNORECASE,        # decision/rl_trainer.py RewardLog
+    "select_chains.lookup_patterns": re.IGNORECASE,   # decision/sft/chains.py find_lookup
+    "rl.decisiveness_patterns": re.IGNORECASE,        # decision/rl/trainer.py RewardLog
     "curate.filters.boilerplate.patterns": re.IGNORECASE,  # curation/filters.py boilerplate
 }
 

@@ -20,7 +20,7 @@ from decision_pipeline.common.hashing import stable_subset
 from decision_pipeline.common.io import write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.generation import GenerateParams
+from decision_pipeline.decision.generate.generation import GenerateParams
 from decision_pipeline.questions.schema import load_split
 from decision_pipeline.lm.params import RuntimeParams
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
     # second instead of paying ~6 s of torch, transformers and peft imports
     import torch
-    from decision_pipeline.decision.generate_run import generate_to_log
+    from decision_pipeline.decision.generate.run import generate_to_log
     from decision_pipeline.lm.bpe import load_tokenizer
     from decision_pipeline.lm.model import load_model
     started = time.time()

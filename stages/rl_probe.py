@@ -17,7 +17,7 @@ import time
 from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.params import RLParams, RlProbeParams
+from decision_pipeline.decision.rl.config import RLParams, RlProbeParams
 from decision_pipeline.questions.schema import load_items
 from decision_pipeline.lm.params import RuntimeParams
 
@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> None:
     # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
     # second instead of paying ~6 s of torch, transformers and peft imports
     import torch
-    from decision_pipeline.decision.answering import readout
-    from decision_pipeline.decision.rl_probe import (ProbeSampling, candidates, probe_log, probe_metrics, probe_rows,
+    from decision_pipeline.decision.evaluate.answering import readout
+    from decision_pipeline.decision.rl.probe import (ProbeSampling, candidates, probe_log, probe_metrics, probe_rows,
                                                      probe_workers)
     from decision_pipeline.lm.bpe import load_tokenizer
     from decision_pipeline.lm.model import load_model

@@ -67,7 +67,8 @@ def hf_loss(hidden: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> to
 def joint_loss(hidden: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """The SFT stage's loss (`JointSFTTrainer.compute_loss` -> `joint_losses`): chain NLL with loss weights
     plus the soft-target readout at one position."""
-    from decision_pipeline.decision.sft_data import MAX_LABELS, joint_losses
+    from decision_pipeline.decision.sft.data import MAX_LABELS
+    from decision_pipeline.decision.sft.trainer import joint_losses
     n = ids.shape[1]
     pad = MAX_LABELS - 4
     batch = {"input_ids": ids, "loss_weights": torch.ones(1, n), "readout_pos": torch.tensor([n // 4]),

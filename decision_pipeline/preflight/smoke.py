@@ -4,7 +4,7 @@ readout and the real trainers' steps, peak memory measured beside the memory pla
 Why the real trainers: a stand-in loss measures a stand-in. On one H200 the old smoke's hand-written
 GRPO loss (fp32 `log_softmax`) took 29-90 GiB where TRL's own log-prob path took 18-43, so the plan
 was checked against the wrong code. Here every training step is the stage's code:
-- SFT: `JointSFTTrainer` (decision/sft_data.py) built from the profile's `sft` params by the stage's
+- SFT: `JointSFTTrainer` (decision/sft/trainer.py) built from the profile's `sft` params by the stage's
   own `sft_config` and `lora_config`, `trainer.train()` on joint examples (a chain with loss weights
   and a readout row with a soft target) of the measured length; its `compute_loss` is the stage's loss;
 - GRPO: TRL's `GRPOTrainer` with the stage's `grpo_config` (the profile's loss_type, beta, epsilon,
@@ -133,10 +133,11 @@ def run_sft(model, tok, params: dict, dev: torch.device, rows: int, length: int,
     from datasets import Dataset
 
     from decision_pipeline.common.params import from_dict
-    from decision_pipeline.decision.finetune import lora_config, quiet
+    from decision_pipeline.lm.finetune import lora_config, quiet
     from decision_pipeline.decision.prompts import label_ids
-    from decision_pipeline.decision.sft_data import MAX_LABELS, JointCollator, JointSFTTrainer
-    from decision_pipeline.decision.sft_trainer import SFTParams, sft_config
+    from decision_pipeline.decision.sft.config import SFTParams
+    from decision_pipeline.decision.sft.data import MAX_LABELS, JointCollator
+    from decision_pipeline.decision.sft.trainer import JointSFTTrainer, sft_config
 
     raw = dict(params["sft"], micro_batch_size=rows, batch_size=rows * accumulation, save_steps=0,
                train_embeddings=False, warmup_steps=0, max_steps=steps)
@@ -178,8 +179,9 @@ def run_grpo(model, tok, params: dict, dev: torch.device, micro: int, prompt_len
     from trl import GRPOTrainer
 
     from decision_pipeline.common.params import from_dict
-    from decision_pipeline.decision.finetune import lora_config, quiet
-    from decision_pipeline.decision.rl_trainer import RLParams, grpo_config
+    from decision_pipeline.lm.finetune import lora_config, quiet
+    from decision_pipeline.decision.rl.config import RLParams
+    from decision_pipeline.decision.rl.trainer import grpo_config
 
     spg = 2   # optimizer steps per generation round: step 2 is a pure update (no rollout in it)
     raw = dict(params["rl"], micro_batch_size=micro, num_generations=2, prompts_per_round=micro,

@@ -241,9 +241,9 @@ def informative(monkeypatch, sharpness: float, think: bool = False) -> None:
     def thinking(backend, model, tok, questions, settings, batch_size=32):
         return [{"thinking_pred": [o["id"] for o in q["options"]].index(q["gold"])} for q in questions]
 
-    monkeypatch.setattr("decision_pipeline.decision.answering.readout", readout)
+    monkeypatch.setattr("decision_pipeline.decision.evaluate.answering.readout", readout)
     if think:
-        monkeypatch.setattr("decision_pipeline.decision.answering.thinking", thinking)
+        monkeypatch.setattr("decision_pipeline.decision.evaluate.answering.thinking", thinking)
 
 
 def test_calibrated_score_temperature_changes_the_task_scores(bench, tiny_dir, tmp_path, monkeypatch):

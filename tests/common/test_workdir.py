@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from decision_pipeline.common.workdir import claim, content_params, last_step, run_control_fields
-from decision_pipeline.decision.generation import GenerateParams
-from decision_pipeline.decision.rl_trainer import RLParams
-from decision_pipeline.decision.sft_trainer import SFTParams
+from decision_pipeline.decision.generate.generation import GenerateParams
+from decision_pipeline.decision.rl.config import RLParams
+from decision_pipeline.decision.sft.config import SFTParams
 from decision_pipeline.lm.training import PretrainParams
 
 

@@ -131,7 +131,7 @@ def test_rl_step_batch_must_split_evenly(tmp_path):
     """rl's step batch (completions per optimizer step) must split evenly over the processes."""
     from decision_pipeline.common.errors import PipelineError
     from decision_pipeline.common.params import load_section
-    from decision_pipeline.decision.rl_trainer import RLParams
+    from decision_pipeline.decision.rl.config import RLParams
     rl = MICRO["rl"]
     n = rl["prompts_per_round"] * rl["num_generations"] // rl["steps_per_generation"] + 1  # never a divisor
     params = write_params(tmp_path, "rl", rl={"launch": {"config": "configs/accelerate/ddp.yaml", "num_processes": n}})
@@ -162,7 +162,7 @@ def test_two_cpu_processes_give_the_one_process_loss(inputs, tmp_path, monkeypat
 
     Tolerance: 1e-4 relative on the final and the mean training loss, 1e-4 absolute on
     the dev readout NLL. Why: each process computes its share of the *global* batch loss
-    (`sft_data.global_joint_losses`), so both runs take the same gradient step; they
+    (`sft/trainer.py` global_joint_losses), so both runs take the same gradient step; they
     differ only in float32 summation order (each process sums half the batch, gloo adds
     the two halves), which after 6 AdamW steps is below 1e-6 here. Averaging per-process
     mean losses instead (what plain DDP does) moves the final loss by 5e-3 and the mean

@@ -6,13 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from decision_pipeline.decision.adapters import canonical_config
+from decision_pipeline.lm.adapters import canonical_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SAVE = """
 import sys
 from peft import LoraConfig, get_peft_model
-from decision_pipeline.decision.adapters import save_adapter
+from decision_pipeline.lm.adapters import save_adapter
 from decision_pipeline.lm.model import load_model
 model = get_peft_model(load_model(sys.argv[1]), LoraConfig(r=2, lora_alpha=4, task_type="CAUSAL_LM",
                        target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
@@ -43,7 +43,7 @@ def test_two_hash_seeds_write_the_same_adapter_config(tiny_dir, tmp_path):
 def test_a_single_eos_list_and_its_int_save_the_same_generation_config(tmp_path):
     from transformers import GenerationConfig
 
-    from decision_pipeline.decision.adapters import canonical_generation_ids
+    from decision_pipeline.lm.adapters import canonical_generation_ids
 
     trained, reloaded = GenerationConfig(eos_token_id=[2], pad_token_id=0), GenerationConfig(eos_token_id=2, pad_token_id=0)
     canonical_generation_ids(trained)

@@ -33,7 +33,7 @@ from decision_pipeline.charter.prompts import load_prompt
 from decision_pipeline.charter.rubric import DIMENSIONS, VOICES
 from decision_pipeline.common.params import load_section, read_params_file
 from decision_pipeline.curation.documents import load_external_pool
-from decision_pipeline.decision.item_splits import ItemsParams
+from decision_pipeline.questions.splits import ItemsParams
 from decision_pipeline.questions.schema import load_external_questions
 from tests.bench.s1mb_helpers import mixed_row
 from tests.pipeline.fuzz_helpers import (Mutant, attempt, byte_mutants, duplicate_json_key, json_bytes, json_mutants,

@@ -18,7 +18,7 @@ def spied(tmp_path_factory):
     """One tiny smoke run with JointSFTTrainer.compute_loss and GRPOTrainer._compute_loss spied on."""
     from trl import GRPOTrainer
 
-    from decision_pipeline.decision.sft_data import JointSFTTrainer
+    from decision_pipeline.decision.sft.trainer import JointSFTTrainer
     from decision_pipeline.preflight.smoke import smoke
     calls: dict[str, list] = {"sft": [], "grpo": []}
     real_sft, real_grpo = JointSFTTrainer.compute_loss, GRPOTrainer._compute_loss

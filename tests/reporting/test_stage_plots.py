@@ -42,7 +42,7 @@ def test_routing_curve_png(tmp_path):
 
 
 def test_routing_curve_from_metrics(tmp_path):
-    from decision_pipeline.decision import metrics
+    from decision_pipeline.decision.evaluate import metrics
     qs = [{"id": f"q{i}", "task": "choice", "family": "A", "level": 0,
            "options": [{"id": "a"}, {"id": "b"}], "gold": "a"} for i in range(8)]
     logits = [np.array([0.1 * i, 0.0]) for i in range(8)]

@@ -23,7 +23,7 @@ from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import count_params, load_model
 from decision_pipeline.lm.readout import continuation_nll
 from decision_pipeline.lm.weights import check_weights
-from decision_pipeline.decision.params import BaseModelParams  # re-exported: params live apart from torch
+from decision_pipeline.decision.base.config import BaseModelParams
 
 
 

@@ -20,7 +20,7 @@ from decision_pipeline.lm.backends import Backend, SamplingSettings, backend_for
 
 from decision_pipeline.lm.readout import DEFAULT_BATCH_TOKENS, label_logits
 from decision_pipeline.lm.runtime import RuntimeParams
-from decision_pipeline.decision.params import AnsweringParams  # re-exported: params live apart from torch
+from decision_pipeline.decision.evaluate.config import AnsweringParams
 
 
 def readout(model: PreTrainedModel, tok: PreTrainedTokenizerBase, questions: Sequence[dict],

@@ -23,9 +23,9 @@ import numpy as np
 from decision_pipeline.common import stats
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_rng
-from decision_pipeline.decision.answering import readout_summary
+from decision_pipeline.decision.evaluate.answering import readout_summary
 from decision_pipeline.questions.schema import gold_index
-from decision_pipeline.decision.params import OFFSET_MODES, CalibrateParams  # re-exported: params live apart from torch
+from decision_pipeline.decision.evaluate.config import OFFSET_MODES, CalibrateParams
 
 
 LOWER_BOUND, UPPER_BOUND = 0.05, 20.0  # the temperature search range

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from decision_pipeline.common import stats
-from decision_pipeline.decision import metrics as dm
+from decision_pipeline.decision.evaluate import metrics as dm
 
 HEADLINE_SHARE = 0.3   # evaluate's headline routed share (metrics.headline_cis, gap_recovered)
 THINKING_COLUMNS = ("thinking_pred", "thinking_correct", "parsed", "chain_tokens", "unfinished")

@@ -8,12 +8,12 @@ import numpy as np
 
 from decision_pipeline.common import stats
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision import metrics as dm
-from decision_pipeline.decision.decision_score import decision_score, fit_label_prior
-from decision_pipeline.decision.router import compare_routers
+from decision_pipeline.decision.evaluate import metrics as dm
+from decision_pipeline.decision.evaluate.decision_score import decision_score, fit_label_prior
+from decision_pipeline.decision.evaluate.router import compare_routers
 from decision_pipeline.decision.parsing import parse_with_reason, unparsed_by_reason
 from decision_pipeline.questions.schema import THINK_OPEN
-from decision_pipeline.decision.params import EvaluateParams  # re-exported: params live apart from torch
+from decision_pipeline.decision.evaluate.config import EvaluateParams
 
 # The split the Decision Score's label prior is fitted on: labels the evaluated model is never scored on
 PRIOR_SPLIT = "calibration"

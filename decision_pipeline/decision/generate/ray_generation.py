@@ -31,8 +31,8 @@ from typing import Any, Sequence
 from decision_pipeline.common import raycluster
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import JsonlAppender
-from decision_pipeline.decision.generation import GenerateRayParams, generate_chains, record_id
-from decision_pipeline.decision.sharding import SHARD_DIR, Workers, exclusive, logged_ids
+from decision_pipeline.decision.generate.generation import GenerateRayParams, generate_chains, record_id
+from decision_pipeline.decision.generate.sharding import SHARD_DIR, Workers, exclusive, logged_ids
 from decision_pipeline.lm.backends import SamplingSettings
 
 #: how often Ray restarts a dead replica and resubmits its chunk before the stage fails

@@ -12,9 +12,9 @@ from typing import Sequence
 from transformers import PreTrainedTokenizerBase
 
 from decision_pipeline.common.io import write_text_atomic
-from decision_pipeline.decision import sharding
-from decision_pipeline.decision.generation import (GenerateParams, generation_metrics, log_fingerprint,
-                                                   teacher_accounting, teacher_source, teacher_spent)
+from decision_pipeline.decision.generate import sharding
+from decision_pipeline.decision.generate.generation import (GenerateParams, generation_metrics, log_fingerprint,
+                                                            teacher_accounting, teacher_source, teacher_spent)
 from decision_pipeline.lm.backends import SamplingSettings
 from decision_pipeline.lm.backends.openai import TokenCapReached
 
@@ -47,7 +47,7 @@ def generate_to_log(p: GenerateParams, seed: int, model, tok: PreTrainedTokenize
     teacher = teacher_source(p, tok, teacher_spent(logged))
     workers = sharding.Workers(model_dir, p.backend, p.batch_size, p.threads, p.workers)
     if p.engine == "ray":  # likewise an unreachable or too small cluster
-        from decision_pipeline.decision import ray_generation  # Ray only when asked for
+        from decision_pipeline.decision.generate import ray_generation  # Ray only when asked for
         ray_generation.attach(p.ray, workers, "generate")
     if stale:
         start_log(out, fp)

@@ -49,7 +49,7 @@ from transformers import PreTrainedTokenizerBase
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import JsonlAppender, iter_jsonl, repair_jsonl, write_jsonl
 from decision_pipeline.common.log import info, progress
-from decision_pipeline.decision.generation import canonical_order, generate_chains
+from decision_pipeline.decision.generate.generation import canonical_order, generate_chains
 from decision_pipeline.lm.launch import die_with_parent
 from decision_pipeline.lm.backends import Backend, SamplingSettings, backend_for_model
 

@@ -22,12 +22,12 @@ from decision_pipeline.common.fingerprint import model_fingerprint, run_fingerpr
 from decision_pipeline.common.hashing import stable_subset
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.common.log import info
-from decision_pipeline.decision import sharding
+from decision_pipeline.decision.generate import sharding
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.prompts import chain_until_close
 from decision_pipeline.questions.schema import gold_index
 from decision_pipeline.lm.backends import SamplingSettings
-from decision_pipeline.decision.params import RlProbeParams  # re-exported: params live apart from torch
+from decision_pipeline.decision.rl.config import RlProbeParams
 
 SOURCE = "sft"
 ORIGINS = ("fresh", "sft")
@@ -56,7 +56,7 @@ def probe_workers(p: RlProbeParams, model_dir: str, runtime=None) -> sharding.Wo
     stage calls it before its readout pass, so a bad cluster fails in seconds with nothing written."""
     workers = sharding.Workers(model_dir, p.backend, p.batch_size, p.threads, p.workers, runtime)
     if p.engine == "ray":
-        from decision_pipeline.decision import ray_generation  # Ray only when asked for
+        from decision_pipeline.decision.generate import ray_generation  # Ray only when asked for
         ray_generation.attach(p.ray, workers, "rl_probe")
     return workers
 
@@ -88,7 +88,7 @@ def probe_log(p: RlProbeParams, s: ProbeSampling, seed: int, model, tok, model_d
                                 n=p.k, seed=seed, stop_token_ids=(tok.eos_token_id,))
     resumed = len(sharding.logged_ids(out))
     if p.engine == "ray":
-        from decision_pipeline.decision import ray_generation
+        from decision_pipeline.decision.generate import ray_generation
         stats = ray_generation.generate_on_ray(out, SOURCE, questions, settings, p.chunk, workers, p.ray, key="rl_probe")
     else:
         stats = sharding.generate_sharded(out, SOURCE, questions, settings, tok, p.chunk, workers, model,

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.decision.parsing import parse_answer
-from decision_pipeline.decision.params import RewardParams  # re-exported: params live apart from torch
+from decision_pipeline.decision.rl.config import RewardParams
 
 RewardFn = Callable[..., list]
 

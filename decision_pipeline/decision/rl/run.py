@@ -1,6 +1,6 @@
 """The `rl` stage's run around the GRPO trainer: which questions train, and what the run reports.
 
-Why a module (beside sft_run.py): the stage entry point did this itself — checked the selection,
+Why a module (beside sft/run.py): the stage entry point did this itself — checked the selection,
 counted origins, built the metrics — so the rules were only testable by running the stage. Here
 they are functions of data: the selection check, the gold-position balancing, and the metrics with
 the research's analyses (reward trend adjusted for difficulty by the probe's pass rate, answer
@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.rl_analyses import (answer_collapse, collapse_last_quarter, difficulty_adjusted_trend,
+from decision_pipeline.decision.rl.analyses import (answer_collapse, collapse_last_quarter, difficulty_adjusted_trend,
                                                     probe_baseline)
-from decision_pipeline.decision.rl_metrics import round_rows, run_summary
-from decision_pipeline.decision.rl_trainer import RLParams
+from decision_pipeline.decision.rl.metrics import round_rows, run_summary
+from decision_pipeline.decision.rl.config import RLParams
 from decision_pipeline.questions.schema import gold_index
 
 ORIGINS = ("fresh", "sft")

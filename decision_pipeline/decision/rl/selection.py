@@ -23,7 +23,6 @@ The kept questions are interleaved so that every prefix keeps the mix
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -31,7 +30,7 @@ import numpy as np
 from decision_pipeline.common import stats
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_random
-from decision_pipeline.common.params import rule
+from decision_pipeline.decision.rl.config import RlSelectParams
 from decision_pipeline.questions.schema import gold_index, normalised_key
 
 RULES = ("heldout_twin", "duplicate", "fresh_seen", "too_few_correct", "too_many_correct", "gold_prob_low",
@@ -46,24 +45,6 @@ _FIX = {"heldout_twin": "the candidates are twins of held-out questions; check i
         "gold_prob_low": "lower rl_select.gold_prob_min",
         "gold_prob_high": "raise rl_select.gold_prob_max",
         "mix_ratio": "set rl_select.fresh_fraction between 0 and 1 so both origins can contribute"}
-
-
-@dataclass
-class RlSelectParams:
-    """params.yaml `rl_select`: eligibility, the readout screen and the fresh-question mix."""
-    min_correct: int = rule(min=0, doc="fewest probe chains (of rl_probe.k) that must be right")
-    max_correct: int = rule(min=0, doc="most probe chains that may be right; below rl_probe.k")
-    gold_prob_min: float = rule(min=0.0, max=1.0, doc="lowest calibrated readout probability of the gold option")
-    gold_prob_max: float = rule(min=0.0, max=1.0, doc="highest calibrated readout probability of the gold option")
-    fresh_fraction: float = rule(min=0.0, max=1.0, doc="share of fresh (rl split) questions among those kept")
-
-    def __post_init__(self) -> None:
-        if self.min_correct > self.max_correct:
-            raise PipelineError(f"params.yaml: rl_select.min_correct ({self.min_correct}) exceeds "
-                                f"max_correct ({self.max_correct})")
-        if self.gold_prob_min > self.gold_prob_max:
-            raise PipelineError(f"params.yaml: rl_select.gold_prob_min ({self.gold_prob_min}) exceeds "
-                                f"gold_prob_max ({self.gold_prob_max})")
 
 
 def gold_probability(row: dict, q: dict, temps: dict[str, float]) -> float:

@@ -30,7 +30,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.finetune import lora_config, quiet, trainer_defaults
+from decision_pipeline.lm.finetune import lora_config, quiet, trainer_defaults
 from decision_pipeline.common.workdir import claim, content_params, last_step
 from decision_pipeline.common.io import JsonlAppender, read_jsonl, write_jsonl, write_text_atomic
 from decision_pipeline.common.log import info
@@ -38,8 +38,8 @@ from decision_pipeline.common.progress import LogHistoryCallback, TrainingProgre
 from decision_pipeline.lm.launch import (CpuProcessesResume, barrier, consolidated,
                                                gather_objects, is_main, on_main_then_all, world_size)
 from decision_pipeline.decision.parsing import parse_answer
-from decision_pipeline.decision.rl_rewards import make_reward_funcs
-from decision_pipeline.decision.params import RLParams  # re-exported
+from decision_pipeline.decision.rl.rewards import make_reward_funcs
+from decision_pipeline.decision.rl.config import RLParams
 
 
 

@@ -18,7 +18,7 @@ import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +27,8 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_random
 from decision_pipeline.common.io import iter_jsonl
 from decision_pipeline.common.log import progress
-from decision_pipeline.common.params import rule
 from decision_pipeline.decision.parsing import parse_with_reason, unparsed_by_reason
+from decision_pipeline.decision.sft.config import SelectChainsParams
 from decision_pipeline.questions.schema import THINK_CLOSE, THINK_OPEN, gold_index
 
 DEFAULT_LOOKUP_PATTERNS: list[str] = [
@@ -328,25 +328,6 @@ def ensure_nonempty(kept: Sequence[dict], drop_counts: Mapping[str, int]) -> Non
     worst = max(losses, key=lambda r: (losses[r], -order.index(r) if r in order else -len(order)))
     fix = _FIX.get(worst, "check the generator")
     raise PipelineError(f"select_chains: no chain survived; {worst!r} removed {losses[worst]} of {total} — {fix}")
-
-
-@dataclass
-class LoopParams:
-    """params.yaml `select_chains.loop`: what counts as a degenerate loop (see `detect_loop`)."""
-    min_repeats: int = rule(min=2, doc="back-to-back repeats of one segment in the tail that make a loop")
-    window: int = rule(min=8, doc="words at the end of the thinking block that are examined")
-    ngram: int = rule(min=1, doc="n-gram size of the distinct-n-gram test")
-    min_distinct: float = rule(min=0.0, max=1.0, doc="a tail with fewer distinct n-grams than this share loops")
-
-
-@dataclass
-class SelectChainsParams:
-    """params.yaml `select_chains`: filters and the per-question selection rule."""
-    strategy: str = rule(choices=("shortest", "random", "all"),
-                         doc="which correct kept chain(s) per question train SFT")
-    loop: LoopParams = rule(doc="loop detector settings")
-    lookup_patterns: list[str] = rule(doc="regexes of invented look-ups; empty = the built-in list")
-    quirks: list[str] = rule(doc="strings stripped from inside the thinking block (model quirks)")
 
 
 def select_chains(records: Sequence[dict], pool_by_id: Mapping[str, dict], p: SelectChainsParams,

@@ -1,4 +1,4 @@
-"""Joint SFT of the decision model: reasoner chains + soft-target readout, one LoRA adapter.
+"""The joint SFT's examples (reasoner chains + soft-target readout) and the collator that batches them.
 
 Two kinds of examples share one dataset and one forward pass per batch:
 
@@ -14,24 +14,20 @@ Two kinds of examples share one dataset and one forward pass per batch:
   = one-hot at the gold option for every item. The last two are the SFT
   gold-only ablation (scripts/sft_ablation.py).
 
-`JointSFTTrainer` is TRL's `SFTTrainer` with that loss; both parts are logged
-separately so the loss curves show which one moves.
+The loss itself and the trainer that computes it are in trainer.py.
 """
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
-from trl import SFTTrainer
 
-from decision_pipeline.lm.launch import CpuProcessesResume
 from decision_pipeline.decision.prompts import chat_prefix, encode, label_ids, readout_prefix
 from decision_pipeline.questions.schema import LABELS, gold_index, target_vector
-from decision_pipeline.decision.params import TARGET_MODES  # the SFTParams choices
+from decision_pipeline.decision.sft.config import TARGET_MODES  # the SFTParams choices
 
 MAX_LABELS = len(LABELS)
 
@@ -140,184 +136,3 @@ class JointCollator:
                 "readout_pos": torch.tensor([f["readout_pos"] for f in features]),
                 "readout_label_ids": torch.tensor([f["readout_label_ids"] for f in features]),
                 "readout_target": torch.tensor([f["readout_target"] for f in features], dtype=torch.float32)}
-
-
-def _chain_sums(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(sum of weighted next-token NLL, sum of weights) of a batch.
-
-    fp32 logits (CPU) are used as they are; lower-precision logits (bf16 on a GPU) are cast to fp32
-    only at the positions that carry loss, so no fp32 copy of `[batch, length, vocabulary]` is made
-    for padding (a 152k vocabulary: 0.6 MB per position).
-    """
-    ids, weights = batch["input_ids"], batch["loss_weights"]
-    w = weights[:, 1:]
-    if logits.dtype != torch.float32:
-        keep = w > 0
-        token_nll = F.cross_entropy(logits[:, :-1][keep].float(), ids[:, 1:][keep], reduction="none")
-        return (token_nll * w[keep]).sum(), w.sum()
-    token_nll = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
-                                reduction="none").view(ids.shape[0], -1)
-    return (token_nll * w).sum(), w.sum()
-
-
-def _readout_rows(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
-    """Soft-target cross-entropy of each readout row (None when the batch has no readout example)."""
-    rows = torch.nonzero(batch["readout_pos"] >= 0).flatten()
-    if len(rows) == 0:
-        return None
-    pos = batch["readout_pos"][rows]
-    label_ids, target = batch["readout_label_ids"][rows], batch["readout_target"][rows]
-    last = logits[rows, pos]                                  # [r, vocab]
-    valid = label_ids >= 0
-    picked = last.gather(1, label_ids.clamp(min=0)).float().masked_fill(~valid, float("-inf"))
-    logp = torch.log_softmax(picked, dim=-1).masked_fill(~valid, 0.0)
-    return -(target * logp).sum(-1)
-
-
-def joint_losses(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(weighted next-token loss, soft-target readout loss); either is 0 when the batch has none."""
-    nll_sum, weight_sum = _chain_sums(logits, batch)
-    chain = nll_sum / weight_sum.clamp(min=1e-8)
-    readout = _readout_rows(logits, batch)
-    return chain, (logits.new_zeros((), dtype=torch.float32) if readout is None else readout.mean())
-
-
-def global_joint_losses(logits: torch.Tensor, batch: dict[str, torch.Tensor],
-                        world: int) -> tuple[torch.Tensor, torch.Tensor, float, float]:
-    """This process's share of the global-batch losses, and the global losses for the log.
-
-    Why: DDP averages gradients over processes, so a per-process mean weights a short
-    half-batch like a long one and the run drifts from the single-process one. Each
-    share is `world x (this process's sum) / (global count)`: averaged by DDP, the
-    gradient is exactly that of `joint_losses` on the whole batch. One all-reduce of
-    four numbers gives the counts and the logged values.
-    """
-    import torch.distributed as dist
-
-    nll_sum, weight_sum = _chain_sums(logits, batch)
-    rows = _readout_rows(logits, batch)
-    readout_sum = logits.new_zeros((), dtype=torch.float32) if rows is None else rows.sum()
-    n_rows = 0.0 if rows is None else float(len(rows))
-    totals = torch.stack([nll_sum.detach(), weight_sum.detach().float(), readout_sum.detach(),
-                          logits.new_tensor(n_rows, dtype=torch.float32)])
-    dist.all_reduce(totals)
-    chain_total, weight_total, readout_total, rows_total = totals.tolist()
-    chain = nll_sum * world / max(weight_total, 1e-8)
-    readout = readout_sum * world / rows_total if rows_total else logits.new_zeros((), dtype=torch.float32)
-    return chain, readout, chain_total / max(weight_total, 1e-8), readout_total / rows_total if rows_total else 0.0
-
-
-class LengthAwareBatchSampler:
-    """Seeded shuffled batches in which every example longer than `long_tokens` trains alone.
-
-    Why: a 32K-token chain batched with others multiplies activation memory by
-    the batch size; one per forward pass keeps long chains trainable. The order
-    is reshuffled each epoch from (seed, epoch), so runs are reproducible.
-    """
-
-    def __init__(self, lengths: Sequence[int], batch_size: int, long_tokens: int, seed: int):
-        self.lengths, self.batch_size, self.long_tokens, self.seed = list(lengths), batch_size, long_tokens, seed
-        self.epoch = 0
-
-    def batches(self, epoch: int) -> list[list[int]]:
-        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.lengths)).tolist()
-        long = [[i] for i in order if self.lengths[i] > self.long_tokens]
-        short = [i for i in order if self.lengths[i] <= self.long_tokens]
-        grouped = [short[k:k + self.batch_size] for k in range(0, len(short), self.batch_size)] + long
-        return [grouped[i] for i in np.random.default_rng([self.seed, epoch, 1]).permutation(len(grouped))]
-
-    def __iter__(self):
-        batches = self.batches(self.epoch)
-        self.epoch += 1
-        return iter(batches)
-
-    def __len__(self) -> int:
-        n_long = sum(n > self.long_tokens for n in self.lengths)
-        return n_long + -(-(len(self.lengths) - n_long) // self.batch_size)
-
-
-class JointSFTTrainer(SFTTrainer, CpuProcessesResume):
-    """SFTTrainer whose loss is chain LM loss + `readout_weight` × soft-target readout loss."""
-
-    def __init__(self, *args: Any, readout_weight: float = 1.0, long_chain_tokens: int = 0, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.readout_weight = readout_weight
-        self.long_chain_tokens = long_chain_tokens
-        self.part_log: list[dict] = []
-
-    def get_train_dataloader(self):
-        """The default loader, or with `long_chain_tokens` > 0 one whose long chains train alone."""
-        if not self.long_chain_tokens:
-            return super().get_train_dataloader()
-        from torch.utils.data import DataLoader
-        sampler = LengthAwareBatchSampler([len(x) for x in self.train_dataset["input_ids"]],
-                                          self.args.per_device_train_batch_size, self.long_chain_tokens, self.args.seed)
-        return self.accelerator.prepare(DataLoader(self.train_dataset, batch_sampler=sampler,
-                                                   collate_fn=self.data_collator))
-
-    def get_batch_samples(self, epoch_iterator, num_batches, device):
-        """The step's micro-batches; under gradient accumulation also the step's loss denominators.
-
-        Why: averaging per-micro-batch means weights a micro-batch of short chains like one of long
-        ones, so micro 4 x accumulation 2 would train differently from batch 8. With the step's total
-        loss weight and readout rows known up front, each micro-batch contributes its sums over those
-        totals and the accumulated gradient equals the whole batch's.
-        """
-        samples, num_items = super().get_batch_samples(epoch_iterator, num_batches, device)
-        if self.args.gradient_accumulation_steps > 1:
-            totals = torch.zeros(2, dtype=torch.float64)
-            for b in samples:
-                totals += torch.tensor([float(b["loss_weights"][:, 1:].sum()), float((b["readout_pos"] >= 0).sum())],
-                                       dtype=torch.float64)
-            if self.accelerator.num_processes > 1:
-                import torch.distributed as dist
-                totals = totals.to(self.accelerator.device)
-                dist.all_reduce(totals)
-            self._window = [float(x) for x in totals.tolist()]
-            self._window_sums = [0.0, 0.0, 0]
-        return samples, num_items
-
-    def _accumulated_losses(self, logits: torch.Tensor, inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        """This micro-batch's share of the step losses (scaled for the trainer's division by the
-        accumulation steps and DDP's average over processes); logs the step once its last share is in."""
-        world, steps = self.accelerator.num_processes, self.current_gradient_accumulation_steps
-        weight_total, rows_total = self._window
-        nll_sum, _ = _chain_sums(logits, inputs)
-        rows = _readout_rows(logits, inputs)
-        readout_sum = logits.new_zeros((), dtype=torch.float32) if rows is None else rows.sum()
-        scale = world * steps
-        chain = nll_sum * scale / max(weight_total, 1e-8)
-        readout = readout_sum * scale / rows_total if rows_total else logits.new_zeros((), dtype=torch.float32)
-        sums = self._window_sums
-        sums[0] += float(nll_sum.detach())
-        sums[1] += float(readout_sum.detach())
-        sums[2] += 1
-        if sums[2] == steps:
-            done = torch.tensor(sums[:2], dtype=torch.float64)
-            if world > 1:
-                import torch.distributed as dist
-                done = done.to(self.accelerator.device)
-                dist.all_reduce(done)
-            nll_total, readout_total = done.tolist()
-            self.part_log.append({"step": self.state.global_step + 1,
-                                  "chain_loss": round(nll_total / max(weight_total, 1e-8), 5),
-                                  "readout_loss": round(readout_total / rows_total if rows_total else 0.0, 5)})
-        return chain, readout
-
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], use_cache=False)
-        world = self.accelerator.num_processes
-        if model.training and self.args.gradient_accumulation_steps > 1:
-            chain, readout = self._accumulated_losses(outputs.logits, inputs)
-            loss = chain + self.readout_weight * readout
-            return (loss, outputs) if return_outputs else loss
-        if world > 1:
-            chain, readout, chain_log, readout_log = global_joint_losses(outputs.logits, inputs, world)
-        else:
-            chain, readout = joint_losses(outputs.logits, inputs)
-            chain_log, readout_log = float(chain.detach()), float(readout.detach())
-        loss = chain + self.readout_weight * readout
-        if model.training:
-            self.part_log.append({"step": self.state.global_step + 1, "chain_loss": round(chain_log, 5),
-                                  "readout_loss": round(readout_log, 5)})
-        return (loss, outputs) if return_outputs else loss

@@ -26,13 +26,13 @@ from decision_pipeline.common.hashing import make_random, stable_subset
 from decision_pipeline.common.io import read_jsonl, write_json, write_text_atomic
 from decision_pipeline.common.log import info
 from decision_pipeline.common.progress import TrainingProgress
-from decision_pipeline.decision import sft_data, sft_trainer
+from decision_pipeline.decision.sft import data as sft_data, trainer as sft_trainer
 from decision_pipeline.lm.launch import is_main, on_main_then_all
 from decision_pipeline.questions.schema import load_items
-from decision_pipeline.decision.sft_data import build_joint_examples
-from decision_pipeline.decision.lr_choice import LrSweepParams
-from decision_pipeline.decision.sft_trainer import (LIVE_SHOWN, SFTParams, dev_readout_metrics, joint_values, parse_votes,
-                                                   train_joint)
+from decision_pipeline.decision.sft.data import build_joint_examples
+from decision_pipeline.decision.sft.config import LrSweepParams, SFTParams
+from decision_pipeline.decision.sft.trainer import (LIVE_SHOWN, dev_readout_metrics, joint_values, parse_votes,
+                                                    train_joint)
 
 
 def load_training_data(p: SFTParams, tok: PreTrainedTokenizerBase, items: str, kept_path: str,
