@@ -32,7 +32,7 @@ from decision_pipeline.curation import ray_report
 from decision_pipeline.curation.classifier import train_classifier
 from decision_pipeline.curation.decontaminate import held_out_questions
 from decision_pipeline.curation.filters import build_filters
-from decision_pipeline.curation.minhash import check_lsh_params
+from decision_pipeline.curation.minhash import check_lsh_params, union_roots
 from decision_pipeline.curation.selection import (calibrate_chars_per_token, check_params, estimate_from_lengths,
                                                   random_selection, select)
 
@@ -156,28 +156,10 @@ def resolve_dedup(n: int, filt_pos: np.ndarray, priority: np.ndarray, exact_grou
         keep = idx[np.argmin(visit[idx])]
         exact[idx[idx != keep]] = True
     removed |= exact
-    parent: dict[int, int] = {}
-
-    def find(i: int) -> int:
-        parent.setdefault(i, i)
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for g in band_groups:  # nodes are visit ranks: a cluster's root is its first-visited member
-        ranks = [int(visit[i]) for i in local[g] if not exact[i]]
-        if len(ranks) < 2:
-            continue
-        root = find(ranks[0])
-        for r in ranks[1:]:
-            rr = find(r)
-            if rr != root:
-                lo, hi = min(root, rr), max(root, rr)
-                parent[hi] = lo
-                root = lo
-    for r in list(parent):
-        if find(r) != r:
+    # nodes are visit ranks: a cluster's root (its smallest rank) is its first-visited member
+    ranks = ([int(visit[i]) for i in local[g] if not exact[i]] for g in band_groups)
+    for r, root in union_roots(ranks).items():
+        if root != r:
             removed[order[r]] = True
     return Dedup(filt_pos[~removed], filt_pos[removed], filt_pos[exact], float(removed.sum() / m) if m else 0.0)
 
