@@ -33,8 +33,9 @@ from decision_pipeline.curation.classifier import train_classifier
 from decision_pipeline.curation.decontaminate import held_out_questions
 from decision_pipeline.curation.filters import build_filters
 from decision_pipeline.curation.minhash import check_lsh_params, union_roots
-from decision_pipeline.curation.selection import (calibrate_chars_per_token, check_params, estimate_from_lengths,
-                                                  random_selection, select)
+from decision_pipeline.curation.outcome import settle
+from decision_pipeline.curation.pipeline import Curation
+from decision_pipeline.curation.selection import calibrate_chars_per_token, check_params, estimate_from_lengths
 
 RETRIES = 3  # the grouping tasks: a killed Ray worker's task is run again (its output depends on its input only)
 
@@ -73,6 +74,11 @@ def _map(ray: Any, items: list[dict], fn: Any, kwargs: dict, workers: int) -> An
     # Ray Data reruns a task whose worker died (max_retries -1); a PipelineError inside one is not retried
     return ds.map_batches(fn, batch_size=1, batch_format="numpy", fn_kwargs=kwargs,
                           compute=ray.data.TaskPoolStrategy(size=workers), num_cpus=1).materialize()
+
+
+def _needing(work: list[dict], mask: np.ndarray) -> list[dict]:
+    """Work units carrying which of their documents a kernel must read (`mask` over pool positions, packed)."""
+    return [{**u, "need": np.packbits(mask[u["pos"]:u["pos"] + u["hi"] - u["lo"]]).tobytes().hex()} for u in work]
 
 
 def _blocks(ray: Any, ds: Any, columns: list[str]) -> pa.Table:
@@ -165,7 +171,7 @@ def resolve_dedup(n: int, filt_pos: np.ndarray, priority: np.ndarray, exact_grou
 
 
 def curate_on_ray(name: str, pool: str, dev: list[dict], items: Sequence[dict], tokenizer_path: str, p: Any,
-                  seed: int, provenance: dict) -> Any:
+                  seed: int, provenance: dict) -> Curation:
     """`pipeline.curate` for a pool of Parquet shards on a Ray cluster; returns the same Curation."""
     from decision_pipeline.lm.bpe import load_tokenizer  # noqa: PLC0415
 
@@ -196,10 +202,9 @@ def curate_on_ray(name: str, pool: str, dev: list[dict], items: Sequence[dict], 
         filt = ~contam & pc.equal(table.column("failed"), "").to_numpy(zero_copy_only=False)
         clf = train_classifier(dev, _Background(reader, clean_pos), p.registers, p.classifier, seed=seed)
         need = ~contam if name == "random" else filt
-        jobs = [{**u, "need": np.packbits(need[u["pos"]:u["pos"] + u["hi"] - u["lo"]]).tobytes().hex()}
-                for u in work]
-        measured = _map(ray, jobs, rk.measure, {"model": clf, "tokenizer": tokenizer_path}, rp.workers)
-        del jobs, contam
+        measured = _map(ray, _needing(work, need), rk.measure, {"model": clf, "tokenizer": tokenizer_path},
+                        rp.workers)
+        del contam
         need_pos = np.flatnonzero(need)  # scores and token counts exist for these documents only
         scores = np.full((len(need_pos), len(p.registers)), np.nan)
         tokens = np.zeros(len(need_pos), np.int64)
@@ -234,26 +239,27 @@ def curate_on_ray(name: str, pool: str, dev: list[dict], items: Sequence[dict], 
     cand_scores, exact_tokens = scores[at], tokens[at]  # what the rule and the report read, per candidate
     del scores, tokens, need_pos, at  # the driver's peak is the selection: nothing per pool document beyond it
     cand_ids = table.column("id").take(pa.array(cand))  # Arrow, not a Python string per document
-    est = estimate_from_lengths(table.column("n_chars").take(pa.array(cand)).to_numpy(), chars_per_token)
-    depth = exact_tokens if p.depth_count == "exact" else est
-    if name == "curated":
-        selection = select(cand_ids, cand_scores, depth, p.budget_tokens, p.registers, p.mode, p.overfill,
-                           p.reserve, weights=p.weights, exact_tokens=exact_tokens)
-    else:
-        selection = random_selection(cand_ids, exact_tokens, p.budget_tokens, make_rng(seed, "random_selection"),
-                                     p.reserve, scores=cand_scores, registers=p.registers)
-    chosen = np.zeros(n, bool)
-    chosen[cand[selection.index[:selection.n_budget_docs]]] = True
-    del cand_ids
-    try:
-        docs = _map(ray, [{**u, "need": np.packbits(chosen[u["pos"]:u["pos"] + u["hi"] - u["lo"]]).tobytes().hex()}
-                          for u in work], rk.fetch, {}, rp.workers)
-        chosen_docs = {int(q): json.loads(d) for ref in docs.to_arrow_refs()
-                       for q, d in zip(*ray.get(ref).to_pydict().values())}
-    except Exception as exc:  # noqa: BLE001
-        err = _unwrap(exc)
-        if err is exc:
-            raise
-        raise err from None
-    return ray_report.assemble(name, p, table, n_filtered, dedup, cand, cand_scores, est, selection, clf, held_out,
-                               chars_per_token, provenance, chosen_docs)
+    cand_chars = table.column("n_chars").take(pa.array(cand)).to_numpy()
+    est = estimate_from_lengths(cand_chars, chars_per_token)
+
+    counts = ray_report.screening(list(p.filters), table, len(held_out), n_filtered, dedup)
+
+    def budget_docs(index: np.ndarray) -> list[dict]:
+        """The budget's documents whole (candidates `index`), fetched from the shards by the cluster."""
+        chosen = np.zeros(n, bool)
+        chosen[cand[index]] = True
+        try:
+            docs = _map(ray, _needing(work, chosen), rk.fetch, {}, rp.workers)
+            by_pos = {int(q): json.loads(d) for ref in docs.to_arrow_refs()
+                      for q, d in zip(*ray.get(ref).to_pydict().values())}
+        except Exception as exc:  # noqa: BLE001
+            err = _unwrap(exc)
+            if err is exc:
+                raise
+            raise err from None
+        return [by_pos[int(cand[k])] for k in index]
+
+    selection, provenance, metrics = settle(name, p, seed, cand_ids, cand_scores, est, exact_tokens, cand_chars,
+                                            chars_per_token, counts, clf, provenance, budget_docs)
+    return Curation(selection, ray_report.scores_groups(p.registers, table, dedup, cand, cand_scores), clf, provenance,
+                    metrics)
