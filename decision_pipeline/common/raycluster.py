@@ -7,6 +7,8 @@ the cluster is smaller than the worker count asked for. Ray itself retries an un
 head for about a minute and then prints a traceback; a TCP probe of the head's port first
 turns that into one line naming the param.
 
+The pool of actors that generate, rl_probe and reflect run on the cluster is common/raypool.py.
+
 Loopback clusters: Ray rewrites 127.0.0.1 to the machine's outward address unless
 `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0` is set before `import ray` (then it keeps the loopback
 address). A cluster started on 127.0.0.1 only (the tests) is reached that way.
@@ -32,6 +34,11 @@ class RayParams:
     address: str = rule(run_control=True, doc="the Ray head's GCS address host:port (what `ray start --head` "
                                               "prints), or auto: RAY_ADDRESS, else the cluster last started "
                                               "on this machine")
+
+
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """An error's text folded onto one line and cut to `limit` characters."""
+    return " ".join(str(exc).split())[:limit]
 
 
 def _is_loopback(host: str) -> bool:
@@ -82,9 +89,8 @@ def connect(address: str, key: str) -> Any:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False, include_dashboard=False,
                  configure_logging=True)
     except (ConnectionError, RuntimeError) as exc:
-        reason = " ".join(str(exc).split())[:160]
-        raise PipelineError(f"{key}: could not join the Ray cluster at {address} ({reason}); check the head "
-                            f"is up (`ray status --address {address}`) or fix {key}") from None
+        raise PipelineError(f"{key}: could not join the Ray cluster at {address} ({one_line(exc, 160)}); check "
+                            f"the head is up (`ray status --address {address}`) or fix {key}") from None
     return ray
 
 

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_rng
 from decision_pipeline.common.log import bars_enabled
-from decision_pipeline.common.raycluster import check_capacity, connect
+from decision_pipeline.common.raypool import attach, task_errors
 from decision_pipeline.curation import ray_kernels as rk
 from decision_pipeline.curation import ray_report
 from decision_pipeline.curation.classifier import train_classifier
@@ -116,20 +116,6 @@ def _check_unique(ids: pa.ChunkedArray, reader: rk.RowReader) -> None:
                                 "ids must be unique across the pool's shards: rename or remove one")
 
 
-def _unwrap(exc: BaseException) -> BaseException:
-    """A PipelineError raised inside a Ray task, or the Ray error itself."""
-    seen = exc
-    while seen is not None:
-        if isinstance(seen, PipelineError):
-            return PipelineError(str(seen))
-        cause = getattr(seen, "cause", None) or seen.__cause__
-        seen = cause if cause is not seen else None
-    text = str(exc)
-    if "PipelineError: " in text:
-        return PipelineError(text.rsplit("PipelineError: ", 1)[1].strip().splitlines()[0])
-    return exc
-
-
 def _groups(ray: Any, ds: Any, bands: int, rows: int, parts: int) -> tuple[list, list]:
     """Exact-copy and LSH-band groups across the cluster (hash-partitioned map/reduce on Ray tasks)."""
     part = ray.remote(rk.partition).options(num_returns=parts, max_retries=RETRIES, num_cpus=1)
@@ -183,11 +169,10 @@ def curate_on_ray(name: str, pool: str, dev: list[dict], items: Sequence[dict], 
     reader = rk.RowReader(shards)
     n = sum(sum(s.row_groups) for s in shards)
     tok = load_tokenizer(tokenizer_path)
-    ray = connect(rp.address, "curate.ray.address")
-    check_capacity(ray, rp.workers, 1, "curate.ray.workers", rp.address)
+    ray, _ = attach(rp.address, "curate.ray.address", rp.workers, "curate.ray.workers", 1)  # tasks of 1 CPU
     held_out = held_out_questions(items)
     work = rk.units(shards, rp.batch_docs)
-    try:
+    with task_errors():  # a task's PipelineError comes back wrapped by Ray: raised as itself
         screened = _map(ray, work, rk.screen, {"held_out": held_out, "filters": p.filters,
                                                "num_perm": p.minhash.num_perm, "ngram": p.minhash.ngram,
                                                "seed": seed}, rp.workers)
@@ -222,11 +207,6 @@ def curate_on_ray(name: str, pool: str, dev: list[dict], items: Sequence[dict], 
             del b
         exact_g, band_g = _groups(ray, screened, p.minhash.bands, p.minhash.rows, max(1, rp.workers))
         del screened, measured  # their blocks leave the object store
-    except Exception as exc:  # noqa: BLE001 - a task's PipelineError comes back wrapped by Ray
-        err = _unwrap(exc)
-        if err is exc:
-            raise
-        raise err from None
     filt_pos = np.flatnonzero(filt)
     del filt, need
     priority = scores[np.searchsorted(need_pos, filt_pos)].max(axis=1) if len(filt_pos) else np.empty(0)
@@ -248,15 +228,10 @@ def curate_on_ray(name: str, pool: str, dev: list[dict], items: Sequence[dict], 
         """The budget's documents whole (candidates `index`), fetched from the shards by the cluster."""
         chosen = np.zeros(n, bool)
         chosen[cand[index]] = True
-        try:
+        with task_errors():
             docs = _map(ray, _needing(work, chosen), rk.fetch, {}, rp.workers)
             by_pos = {int(q): json.loads(d) for ref in docs.to_arrow_refs()
                       for q, d in zip(*ray.get(ref).to_pydict().values())}
-        except Exception as exc:  # noqa: BLE001
-            err = _unwrap(exc)
-            if err is exc:
-                raise
-            raise err from None
         return [by_pos[int(cand[k])] for k in index]
 
     selection, provenance, metrics = settle(name, p, seed, cand_ids, cand_scores, est, exact_tokens, cand_chars,
