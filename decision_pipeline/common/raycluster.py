@@ -26,6 +26,7 @@ from decision_pipeline.common.params import rule
 
 ENGINES = ("local", "ray")
 PROBE_SECONDS = 3.0
+_joins = 0  # successful `connect` calls in this process (stage_main's ray_exit compares before and after)
 
 
 @dataclass
@@ -34,6 +35,11 @@ class RayParams:
     address: str = rule(run_control=True, doc="the Ray head's GCS address host:port (what `ray start --head` "
                                               "prints), or auto: RAY_ADDRESS, else the cluster last started "
                                               "on this machine")
+
+
+def joins() -> int:
+    """How many times this process has attached to a cluster (`connect`), the idempotent calls included."""
+    return _joins
 
 
 def one_line(exc: BaseException, limit: int = 200) -> str:
@@ -74,6 +80,7 @@ def _probe(address: str, key: str) -> None:
 
 def connect(address: str, key: str) -> Any:
     """Attach this process to the cluster at `address` (idempotent); returns the `ray` module."""
+    global _joins
     host = address.rpartition(":")[0].strip("[]")
     if address != "auto" and _is_loopback(host):
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep 127.0.0.1 (module docstring)
@@ -82,6 +89,7 @@ def connect(address: str, key: str) -> Any:
         address = os.environ.get("RAY_ADDRESS", "") or _latest_cluster(key)
     if ray.is_initialized():
         if ray.get_runtime_context().gcs_address == address:
+            _joins += 1
             return ray
         ray.shutdown()  # attached to another cluster (a library caller): this call names where to run
     _probe(address, key)
@@ -91,6 +99,7 @@ def connect(address: str, key: str) -> Any:
     except (ConnectionError, RuntimeError) as exc:
         raise PipelineError(f"{key}: could not join the Ray cluster at {address} ({one_line(exc, 160)}); check "
                             f"the head is up (`ray status --address {address}`) or fix {key}") from None
+    _joins += 1
     return ray
 
 
