@@ -111,8 +111,11 @@ def _attach(cfg: ReflectRayParams, c: CandidateParams) -> tuple[Any, dict]:
 
 
 def reflect_on_ray(name: str, c: CandidateParams, charter: Charter, checks: CheckParams, prompt: Prompt | None,
-                   docs: Sequence[dict], seed: int, cfg: ReflectRayParams, log_dir: Path) -> tuple[list[str], int]:
-    """Every document's reflection (in `docs` order) and the truncated-prompt count, from Ray actors."""
+                   docs: Sequence[dict], seed: int, cfg: ReflectRayParams, log_dir: Path
+                   ) -> tuple[list[str], int, object]:
+    """Every document's reflection (in `docs` order) and the truncated-prompt count, from Ray actors, and
+    a reference candidate's generator (annotate.reflect_here's triple: the rows' stated properties come
+    from the rule itself, cheap and without a model, so it is built here; None for an endpoint)."""
     ray, resources = _attach(cfg, c)
     chunk = chunk_size(cfg.chunk_docs, c)
     path = log_path(log_dir, name)
@@ -144,4 +147,5 @@ def reflect_on_ray(name: str, c: CandidateParams, charter: Charter, checks: Chec
         raise PipelineError(f"{path}: {len(texts)} reflections logged for {len(docs)} documents; delete it and rerun")
     path.unlink()
     key_file.unlink()
-    return texts, sum(part["truncated"] for part in parts)
+    gen = make_generator(name, c, charter, checks, prompt, "", seed) if c.kind == "reference" else None
+    return texts, sum(part["truncated"] for part in parts), gen

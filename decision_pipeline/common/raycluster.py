@@ -1,4 +1,5 @@
-"""Connecting a stage to a Ray cluster: the address param, fast one-line failures, capacity checks.
+"""Connecting a stage to a Ray cluster: the engine choice, the address param, fast one-line failures,
+capacity checks.
 
 Why a module of its own: curation (Ray Data) and generation (Ray actors) both attach to an
 existing cluster started with `ray start`; they must fail the same way, before any work and
@@ -7,7 +8,9 @@ the cluster is smaller than the worker count asked for. Ray itself retries an un
 head for about a minute and then prints a traceback; a TCP probe of the head's port first
 turns that into one line naming the param.
 
-The pool of actors that generate, rl_probe and reflect run on the cluster is common/raypool.py.
+The engine is chosen here, once for the four stages that have one (curate, generate, rl_probe,
+reflect): `choose` returns the section's local or Ray path. The pool of actors that generate, rl_probe
+and reflect run on the cluster is common/raypool.py.
 
 Loopback clusters: Ray rewrites 127.0.0.1 to the machine's outward address unless
 `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0` is set before `import ray` (then it keeps the loopback
@@ -19,13 +22,14 @@ import ipaddress
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import rule
 
 ENGINES = ("local", "ray")
 PROBE_SECONDS = 3.0
+T = TypeVar("T")
 _joins = 0  # successful `connect` calls in this process (stage_main's ray_exit compares before and after)
 
 
@@ -35,6 +39,17 @@ class RayParams:
     address: str = rule(run_control=True, doc="the Ray head's GCS address host:port (what `ray start --head` "
                                               "prints), or auto: RAY_ADDRESS, else the cluster last started "
                                               "on this machine")
+
+
+def choose(section: Any, local: T, ray: T, check: Callable[[], object] | None = None) -> T:
+    """The one reading of a stage section's `engine` (one of ENGINES; the params loader checks it):
+    `local`, or `ray` once `check` (if given) has joined the cluster and found room for the work, so a
+    bad cluster is one line before anything is written. The two paths take the same arguments."""
+    if section.engine != "ray":
+        return local
+    if check is not None:
+        check()
+    return ray
 
 
 def joins() -> int:

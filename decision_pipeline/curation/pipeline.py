@@ -25,16 +25,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from decision_pipeline.common.hashing import make_rng
+from decision_pipeline.common.io import read_table
 from decision_pipeline.common.params import rule
 from decision_pipeline.common.raycluster import ENGINES
 from decision_pipeline.curation.classifier import ClassifierParams, RegisterModel, score_docs, train_classifier
 from decision_pipeline.curation.decontaminate import decontaminate, held_out_questions
+from decision_pipeline.curation.documents import validate_pool
 from decision_pipeline.curation.filters import apply_filters, build_filters
 from decision_pipeline.curation.minhash import MinhashParams, dedup
 from decision_pipeline.curation.outcome import Screening, settle
 from decision_pipeline.curation.ray_kernels import CurateRayParams
 from decision_pipeline.curation.selection import (MODES, Selection, calibrate_chars_per_token, check_params,
                                                   estimate_token_counts)
+from decision_pipeline.questions.schema import load_items
 
 SELECTIONS = ("curated", "filtered_random", "random")
 DEPTH_COUNTS = ("exact", "estimated")
@@ -91,6 +94,19 @@ def write_scores(path: Path, rows: list[dict] | Iterable[pa.Table]) -> None:
             if table.schema != SCORES_SCHEMA or len(table) > SCORES_ROW_GROUP:
                 raise ValueError(f"{path}: a row group of {len(table)} rows with schema {table.schema}")
             writer.write_table(table)
+
+
+def curate_files(name: str, pool_path: str, dev_path: str, items_path: str, tokenizer_path: str, p: CurateParams,
+                 seed: int, provenance: dict) -> Curation:
+    """`curate` from the stage's files (`curate.engine: local`; ray_engine.curate_on_ray takes the same
+    arguments): the pool validated and held in this process, tokens counted by the tokenizer."""
+    # transformers (and torch beneath it) only here: the stage's `--help` and a wrong flag answer in under
+    # a second instead of paying ~4 s of imports
+    from decision_pipeline.lm.bpe import load_tokenizer
+    pool = validate_pool(read_table(pool_path), pool_path)
+    tok = load_tokenizer(tokenizer_path)
+    count = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+    return curate(name, pool, read_table(dev_path), load_items(items_path), count, p, seed, provenance)
 
 
 def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_rng
+from decision_pipeline.common.io import read_table
 from decision_pipeline.common.log import bars_enabled
 from decision_pipeline.common.raypool import attach, task_errors
 from decision_pipeline.curation import ray_kernels as rk
@@ -36,6 +37,7 @@ from decision_pipeline.curation.minhash import check_lsh_params, union_roots
 from decision_pipeline.curation.outcome import settle
 from decision_pipeline.curation.pipeline import Curation
 from decision_pipeline.curation.selection import calibrate_chars_per_token, check_params, estimate_from_lengths
+from decision_pipeline.questions.schema import load_items
 
 RETRIES = 3  # the grouping tasks: a killed Ray worker's task is run again (its output depends on its input only)
 
@@ -156,9 +158,11 @@ def resolve_dedup(n: int, filt_pos: np.ndarray, priority: np.ndarray, exact_grou
     return Dedup(filt_pos[~removed], filt_pos[removed], filt_pos[exact], float(removed.sum() / m) if m else 0.0)
 
 
-def curate_on_ray(name: str, pool: str, dev: list[dict], items: Sequence[dict], tokenizer_path: str, p: Any,
+def curate_on_ray(name: str, pool: str, dev_path: str, items_path: str, tokenizer_path: str, p: Any,
                   seed: int, provenance: dict) -> Curation:
-    """`pipeline.curate` for a pool of Parquet shards on a Ray cluster; returns the same Curation."""
+    """`pipeline.curate_files` for a pool of Parquet shards on a Ray cluster (`curate.engine: ray`): the
+    same arguments, the same Curation."""
+    dev, items = read_table(dev_path), load_items(items_path)
     from decision_pipeline.lm.bpe import load_tokenizer  # noqa: PLC0415
 
     rp = p.ray

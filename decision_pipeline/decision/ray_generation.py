@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from decision_pipeline.common import raycluster, raypool
 from decision_pipeline.common.io import JsonlAppender
 from decision_pipeline.decision.generation import GenerateRayParams, generate_chains, record_id
-from decision_pipeline.decision.sharding import SHARD_DIR, Workers, exclusive, logged_ids
+from decision_pipeline.decision.sharding import SHARD_DIR, Workers, exclusive, generate_sharded, logged_ids
 from decision_pipeline.lm.backends import SamplingSettings
 
 
@@ -133,3 +133,20 @@ def generate_on_ray(out: Path, source: str, questions: Sequence[dict], settings:
         raycluster.disconnect(ray)
     stats["gen_seconds"] = max(per_replica)
     return stats
+
+
+def chain_sampler(p: Any, w: Workers, key: str, model: Any = None, tok: Any = None, desc: str = "generate"
+                  ) -> Callable[..., dict]:
+    """How `generate` and `rl_probe` sample a source's chains, by their `engine` (raycluster.choose):
+    `w.count` local workers (sharding.generate_sharded), or as many Ray replicas (generate_on_ray) once
+    the cluster is joined and found big enough here, before anything is written. The sampler takes
+    (out, source, questions, settings, chunk, deadline=None) and returns the summed counts."""
+    def local(out: Path, source: str, questions: Sequence[dict], settings: SamplingSettings, chunk: int,
+              deadline: float | None = None) -> dict:
+        return generate_sharded(out, source, questions, settings, tok, chunk, w, model, deadline, desc)
+
+    def on_ray(out: Path, source: str, questions: Sequence[dict], settings: SamplingSettings, chunk: int,
+               deadline: float | None = None) -> dict:
+        return generate_on_ray(out, source, questions, settings, chunk, w, p.ray, deadline, key)
+
+    return raycluster.choose(p, local, on_ray, check=lambda: attach(p.ray, w, key))
