@@ -41,6 +41,18 @@ class RayParams:
                                               "on this machine")
 
 
+def replica_engine() -> Any:
+    """The `engine` field of a section whose chains `workers` model replicas sample (generate, rl_probe)."""
+    return rule(run_control=True, choices=ENGINES, default="local",
+                doc="local: `workers` processes (or GPUs) of this machine; ray: `workers` model replicas as "
+                    "Ray actors on the cluster at ray.address (the same chains.jsonl, byte for byte)")
+
+
+def ray_cluster(params: type[RayParams]) -> Any:
+    """A section's `ray` field: its cluster params, at address auto unless set."""
+    return rule(run_control=True, default_factory=lambda: params("auto"), doc="the Ray cluster (engine: ray only)")
+
+
 def choose(section: Any, local: T, ray: T, check: Callable[[], object] | None = None) -> T:
     """The one reading of a stage section's `engine` (one of ENGINES; the params loader checks it):
     `local`, or `ray` once `check` (if given) has joined the cluster and found room for the work, so a
