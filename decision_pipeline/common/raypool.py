@@ -17,8 +17,8 @@ Why one module: `generate` and `rl_probe` (model replicas sampling chunks of que
 - turns a Ray failure into one line (`PipelineError`) that says where the finished chunks are kept.
 
 What an actor does with a chunk stays with its stage (decision/ray_generation.py,
-charter/ray_reflect.py); joining the cluster is common/raycluster.py. Curation's Ray Data tasks
-share only the last point (`task_errors`).
+charter/ray_reflect.py); the connection itself is common/raycluster.py. Curation's Ray Data tasks
+join through the same `attach` and raise their errors through `task_errors`.
 """
 from __future__ import annotations
 
