@@ -10,8 +10,6 @@ per question) beside the log.
 """
 from __future__ import annotations
 
-import os
-import sys
 import time
 
 from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl, write_timings
@@ -22,7 +20,7 @@ from decision_pipeline.questions.schema import load_items
 from decision_pipeline.lm.params import RuntimeParams
 
 
-@stage_main
+@stage_main(ray_exit=True)  # engine ray: the process ends once the outputs are written
 def main(argv: list[str] | None = None) -> None:
     ap = stage_parser(__doc__, (RlProbeParams, "rl_probe"), (RuntimeParams, "runtime"))
     ap.add_argument("--params", default="params.yaml")
@@ -62,10 +60,6 @@ def main(argv: list[str] | None = None) -> None:
     write_json(args.metrics, metrics)
     summary("rl_probe", started, questions=len(rows), fresh=metrics["fresh"]["questions"],
             mixed_share=metrics["mixed_share"])
-    if p.engine == "ray":  # as in stages/generate.py: a Ray driver can hang in interpreter shutdown
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
 
 
 if __name__ == "__main__":

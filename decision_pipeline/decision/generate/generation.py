@@ -4,7 +4,7 @@ Records go to JSONL shard logs one line at a time (see `JsonlAppender`), keyed
 `<question>:<source>:<sample>`, so a killed run resumes where it stopped and
 finishes with the same records an uninterrupted run writes; `generate.workers`
 processes share the chunks and a merge writes one `chains.jsonl` in canonical
-order at the end (`decision_pipeline.decision.sharding`).
+order at the end (`decision_pipeline.decision.generate.sharding`).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.fingerprint import model_fingerprint, run_fingerprint
 from decision_pipeline.common.io import JsonlAppender
 from decision_pipeline.common.params import rule
-from decision_pipeline.common.raycluster import ENGINES, RayParams
+from decision_pipeline.common.raycluster import RayParams, ray_cluster, replica_engine
 from decision_pipeline.common.workdir import content_params
 from decision_pipeline.decision.prompts import encode, thinking_prefix
 from decision_pipeline.questions.schema import LABELS, THINK_OPEN, assistant_answer, gold_index
@@ -71,11 +71,8 @@ class GenerateParams:
                                          "teacher_timeout_s) and the back-off between retries; then it fails naming "
                                          "this key. A server that stops answering altogether (GET /models too) fails "
                                          "within about 80 s whatever this is")
-    engine: str = rule(run_control=True, choices=ENGINES, default="local",
-                       doc="local: `workers` processes (or GPUs) of this machine; ray: `workers` model replicas as "
-                           "Ray actors on the cluster at ray.address (the same chains.jsonl, byte for byte)")
-    ray: GenerateRayParams = rule(run_control=True, default_factory=lambda: GenerateRayParams("auto"),
-                                  doc="the Ray cluster (engine: ray only)")
+    engine: str = replica_engine()
+    ray: GenerateRayParams = ray_cluster(GenerateRayParams)
 
 
 def record_id(question_id: str, source: str, sample: int) -> str:

@@ -19,35 +19,26 @@ Faults: an actor whose process dies (a killed worker, a lost node) is restarted 
 the same seed, and the driver writes only ids it has not written, so nothing is lost or doubled.
 The cluster unreachable at start, or smaller than `workers` replicas, is one line naming the key
 (common/raycluster.py) before anything is written.
+
+The pool of actors over the log (resources, shipping, restarts, teardown, Ray errors) is
+common/raypool.py, shared with `reflect`; what is here is what a replica does with a chunk.
 """
 from __future__ import annotations
 
-import gc
-import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from decision_pipeline.common import raycluster
-from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common import raycluster, raypool
 from decision_pipeline.common.io import JsonlAppender
 from decision_pipeline.decision.generate.generation import GenerateRayParams, generate_chains, record_id
-from decision_pipeline.decision.generate.sharding import SHARD_DIR, Workers, exclusive, logged_ids
+from decision_pipeline.decision.generate.sharding import SHARD_DIR, Workers, exclusive, generate_sharded, logged_ids
 from decision_pipeline.lm.backends import SamplingSettings
-
-#: how often Ray restarts a dead replica and resubmits its chunk before the stage fails
-RESTARTS = 3
 
 
 def ray_log(out: Path, source: str) -> Path:
     """The driver's log of `source` (beside the local workers' shard logs, merged the same way)."""
     return out / SHARD_DIR / f"{source}.ray.jsonl"
-
-
-def model_files(model_dir: str) -> dict[str, bytes]:
-    """Every file of the model directory by relative path: what a replica needs, without a shared disk."""
-    root = Path(model_dir)
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def pending_chunks(questions: Sequence[dict], source: str, n: int, chunk: int, done: set[str] | frozenset[str]
@@ -82,11 +73,7 @@ class ChunkSampler:
         from decision_pipeline.lm.backends import backend_for_model
         from decision_pipeline.lm.bpe import load_tokenizer
         from decision_pipeline.lm.model import load_model
-        self.dir = tempfile.mkdtemp(prefix="ray-replica-")
-        for rel, data in files.items():
-            path = Path(self.dir) / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
+        self.dir = raypool.unpack(files, "ray-replica-")
         torch.set_num_threads(w.threads)  # fixed per replica: the thread count can change logits
         self.tok = load_tokenizer(self.dir)
         device = w.runtime.device if w.runtime is not None else "auto"
@@ -103,22 +90,12 @@ class ChunkSampler:
 
 def attach(cluster: GenerateRayParams, w: Workers, key: str) -> tuple[Any, dict]:
     """Join the cluster and check it can hold `w.count` replicas at once (else one line naming the key);
-    returns `ray` and each replica's resources. Called before anything is written, and again (a no-op
-    join) when sampling starts."""
-    ray = raycluster.connect(cluster.address, f"{key}.ray.address")
-    gpus = raycluster.cluster_gpus(ray)
-    if gpus and (w.runtime is None or w.runtime.device != "cpu"):
-        if w.count > gpus:
-            raycluster.disconnect(ray)
-            raise PipelineError(f"{key}.workers is {w.count} but the Ray cluster at {cluster.address} has {gpus} "
+    returns `ray` and each replica's resources (one GPU on a GPU cluster unless the runtime is the CPU).
+    Called before anything is written, and again (a no-op join) when sampling starts."""
+    gpus = 1 if w.runtime is None or w.runtime.device != "cpu" else 0
+    return raypool.attach(cluster.address, f"{key}.ray.address", w.count, f"{key}.workers", cluster.cpus_per_worker,
+                          gpus, f"{key}.workers is {w.count} but the Ray cluster at {cluster.address} has {{gpus}} "
                                 f"GPU(s); lower {key}.workers or add GPU nodes")
-        return ray, {"num_gpus": 1, "num_cpus": 1}
-    try:
-        raycluster.check_capacity(ray, w.count, cluster.cpus_per_worker, f"{key}.workers", cluster.address)
-    except PipelineError:
-        raycluster.disconnect(ray)
-        raise
-    return ray, {"num_cpus": cluster.cpus_per_worker}
 
 
 def generate_on_ray(out: Path, source: str, questions: Sequence[dict], settings: SamplingSettings, chunk: int,
@@ -134,51 +111,42 @@ def generate_on_ray(out: Path, source: str, questions: Sequence[dict], settings:
     if not todo:
         return stats
     ray, resources = attach(cluster, w, key)
+    n_chunks = -(-len(questions) // chunk)
+    per_replica = [0.0] * w.count
+
+    def receive(result: tuple[int, list[dict], dict], r: int) -> list[dict]:
+        _, records, chunk_stats = result
+        per_replica[r] += chunk_stats["gen_seconds"]
+        stats["gen_tokens"] += chunk_stats["gen_tokens"]
+        stats["gen_questions"] += chunk_stats["gen_questions"]
+        return records
+
+    path = ray_log(out, source)
     try:
-        actor = ray.remote(ChunkSampler).options(max_restarts=RESTARTS, max_task_retries=RESTARTS, **resources)
-        files = ray.put(model_files(w.model_dir))
-        qref = ray.put(list(questions))
-        replicas = [actor.remote(files, w) for _ in range(w.count)]
-        n_chunks = -(-len(questions) // chunk)
-        busy: dict[Any, int] = {}
-        ready: list = []
-        per_replica = [0.0] * len(replicas)
-        queue = list(todo)
-        path = ray_log(out, source)
         with exclusive(path), JsonlAppender(path) as log:
-            done |= log.done
-            while queue or busy:
-                for r in range(len(replicas)):
-                    if queue and r not in busy.values():
-                        if deadline is not None and time.time() > deadline:
-                            stats["stopped_early"] = True
-                            queue.clear()
-                            break
-                        busy[replicas[r].sample.remote(queue.pop(0), n_chunks, qref, source, settings, chunk)] = r
-                if not busy:
-                    break
-                ready, _ = ray.wait(list(busy), num_returns=1)
-                r = busy.pop(ready[0])
-                _, records, chunk_stats = ray.get(ready[0])
-                for rec in records:
-                    if rec["id"] not in done:
-                        log.append(rec)
-                        done.add(rec["id"])
-                        stats["new_records"] += 1
-                per_replica[r] += chunk_stats["gen_seconds"]
-                stats["gen_tokens"] += chunk_stats["gen_tokens"]
-                stats["gen_questions"] += chunk_stats["gen_questions"]
-        stats["gen_seconds"] = max(per_replica)
-        for replica in replicas:
-            ray.kill(replica)
-        # every handle and object ref goes while the driver is still connected: one collected after
-        # ray.shutdown (at interpreter exit) can block the process forever in Ray's core worker
-        del replicas, busy, files, qref, ready
-        gc.collect()
-    except ray.exceptions.RayError as exc:
-        reason = " ".join(str(exc).split())[:200]
-        raise PipelineError(f"{key}: a Ray replica failed beyond {RESTARTS} restarts ({reason}); "
-                                       f"finished chunks are kept in {ray_log(out, source)}: rerun to resume") from None
+            stats["new_records"], stats["stopped_early"] = raypool.run(
+                ray, ChunkSampler, (w,), w.count, resources, todo, log,
+                lambda replica, index, qs: replica.sample.remote(index, n_chunks, qs, source, settings, chunk),
+                receive, label=key, noun="replica", ship=w.model_dir, shared=list(questions), skip=done,
+                stop=None if deadline is None else lambda: time.time() > deadline)
     finally:
         raycluster.disconnect(ray)
+    stats["gen_seconds"] = max(per_replica)
     return stats
+
+
+def chain_sampler(p: Any, w: Workers, key: str, model: Any = None, tok: Any = None, desc: str = "generate"
+                  ) -> Callable[..., dict]:
+    """How `generate` and `rl_probe` sample a source's chains, by their `engine` (raycluster.choose):
+    `w.count` local workers (sharding.generate_sharded), or as many Ray replicas (generate_on_ray) once
+    the cluster is joined and found big enough here, before anything is written. The sampler takes
+    (out, source, questions, settings, chunk, deadline=None) and returns the summed counts."""
+    def local(out: Path, source: str, questions: Sequence[dict], settings: SamplingSettings, chunk: int,
+              deadline: float | None = None) -> dict:
+        return generate_sharded(out, source, questions, settings, tok, chunk, w, model, deadline, desc)
+
+    def on_ray(out: Path, source: str, questions: Sequence[dict], settings: SamplingSettings, chunk: int,
+               deadline: float | None = None) -> dict:
+        return generate_on_ray(out, source, questions, settings, chunk, w, p.ray, deadline, key)
+
+    return raycluster.choose(p, local, on_ray, check=lambda: attach(p.ray, w, key))

@@ -14,7 +14,8 @@ from transformers import PreTrainedTokenizerBase
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.decision.generate import sharding
 from decision_pipeline.decision.generate.generation import (GenerateParams, generation_metrics, log_fingerprint,
-                                                            teacher_accounting, teacher_source, teacher_spent)
+                                                   teacher_accounting, teacher_source, teacher_spent)
+from decision_pipeline.decision.generate.ray_generation import chain_sampler
 from decision_pipeline.lm.backends import SamplingSettings
 from decision_pipeline.lm.backends.openai import TokenCapReached
 
@@ -46,19 +47,14 @@ def generate_to_log(p: GenerateParams, seed: int, model, tok: PreTrainedTokenize
     # the teacher first: an unreachable endpoint fails before anything in `out_dir` is written;
     teacher = teacher_source(p, tok, teacher_spent(logged))
     workers = sharding.Workers(model_dir, p.backend, p.batch_size, p.threads, p.workers)
-    if p.engine == "ray":  # likewise an unreachable or too small cluster
-        from decision_pipeline.decision.generate import ray_generation  # Ray only when asked for
-        ray_generation.attach(p.ray, workers, "generate")
+    sample = chain_sampler(p, workers, "generate", model, tok)  # likewise an unreachable or too small cluster
     if stale:
         start_log(out, fp)
     settings = SamplingSettings(max_new_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
                                 n=p.k, seed=seed, stop_token_ids=(tok.eos_token_id,))
     deadline = started + 60 * p.deadline_minutes if p.deadline_minutes else None
     try:
-        if p.engine == "ray":
-            stats = ray_generation.generate_on_ray(out, "base", questions, settings, p.chunk, workers, p.ray, deadline)
-        else:
-            stats = sharding.generate_sharded(out, "base", questions, settings, tok, p.chunk, workers, model, deadline)
+        stats = sample(out, "base", questions, settings, p.chunk, deadline)
         if not stats["stopped_early"] and p.teacher != "none":
             chains = sharding.generate_in_process(out, "teacher", teacher, questions, settings, tok, p.chunk,
                                                   deadline, desc="generate teacher")

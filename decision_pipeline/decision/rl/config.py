@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import rule
-from decision_pipeline.common.raycluster import ENGINES, RayParams
+from decision_pipeline.common.raycluster import RayParams, ray_cluster, replica_engine
 from decision_pipeline.lm.params import BACKENDS, LaunchParams
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
@@ -42,11 +42,8 @@ class RlProbeParams:
     threads: int = rule(min=1, doc="torch CPU threads of each worker (the same for any number of workers)")
     workers: int = rule(min=1, doc="probe processes (CPU) or GPUs with one engine each; chunk i goes to worker "
                                    "i mod workers and chains.jsonl is the same for any value")
-    engine: str = rule(run_control=True, choices=ENGINES, default="local",
-                       doc="local: `workers` processes (or GPUs) of this machine; ray: `workers` model replicas as "
-                           "Ray actors on the cluster at ray.address (the same chains.jsonl, byte for byte)")
-    ray: ProbeRayParams = rule(run_control=True, default_factory=lambda: ProbeRayParams("auto"),
-                               doc="the Ray cluster (engine: ray only)")
+    engine: str = replica_engine()
+    ray: ProbeRayParams = ray_cluster(ProbeRayParams)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from decision_pipeline.common.log import info
 from decision_pipeline.decision.generate import sharding
 from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.prompts import chain_until_close
+from decision_pipeline.decision.generate.ray_generation import chain_sampler
 from decision_pipeline.questions.schema import gold_index
 from decision_pipeline.lm.backends import SamplingSettings
 from decision_pipeline.decision.rl.config import RlProbeParams
@@ -50,15 +51,13 @@ def candidates(pool: Sequence[dict], fresh: Sequence[dict], p: RlProbeParams) ->
     return sorted(chosen, key=lambda q: q["id"])
 
 
-def probe_workers(p: RlProbeParams, model_dir: str, runtime=None) -> sharding.Workers:
-    """Who samples the probe chains. With `engine: ray` this joins the cluster and checks it can hold
+def probe_workers(p: RlProbeParams, model_dir: str, runtime=None, model=None, tok=None) -> Callable[..., dict]:
+    """Who samples the probe chains: `p.workers` processes, or with `engine: ray` as many Ray replicas
+    (ray_generation.chain_sampler). With `engine: ray` this joins the cluster and checks it can hold
     `p.workers` replicas (one line naming `rl_probe.ray.address` or `rl_probe.workers` otherwise): the
     stage calls it before its readout pass, so a bad cluster fails in seconds with nothing written."""
     workers = sharding.Workers(model_dir, p.backend, p.batch_size, p.threads, p.workers, runtime)
-    if p.engine == "ray":
-        from decision_pipeline.decision.generate import ray_generation  # Ray only when asked for
-        ray_generation.attach(p.ray, workers, "rl_probe")
-    return workers
+    return chain_sampler(p, workers, "rl_probe", model, tok, desc="rl_probe")
 
 
 def probe_log(p: RlProbeParams, s: ProbeSampling, seed: int, model, tok, model_dir: str,
@@ -72,7 +71,7 @@ def probe_log(p: RlProbeParams, s: ProbeSampling, seed: int, model, tok, model_d
     chunk size gives other chains and a log cut differently must not be resumed. `runtime`
     (RuntimeParams, None = its defaults) places the model and sizes a vLLM engine; it decides where
     the chains are computed, not what they are, so it stays out of the fingerprint."""
-    workers = probe_workers(p, model_dir, runtime)
+    sample = probe_workers(p, model_dir, runtime, model, tok)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # where the chains are computed (threads, workers, engine, cluster) is not what they are
@@ -87,12 +86,7 @@ def probe_log(p: RlProbeParams, s: ProbeSampling, seed: int, model, tok, model_d
     settings = SamplingSettings(max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
                                 n=p.k, seed=seed, stop_token_ids=(tok.eos_token_id,))
     resumed = len(sharding.logged_ids(out))
-    if p.engine == "ray":
-        from decision_pipeline.decision.generate import ray_generation
-        stats = ray_generation.generate_on_ray(out, SOURCE, questions, settings, p.chunk, workers, p.ray, key="rl_probe")
-    else:
-        stats = sharding.generate_sharded(out, SOURCE, questions, settings, tok, p.chunk, workers, model,
-                                          desc="rl_probe")
+    stats = sample(out, SOURCE, questions, settings, p.chunk)
     sharding.merge_logs(out)
     return {"resumed_records": resumed, "new_records": stats["new_records"], "workers": p.workers,
             "tokens_per_second": round(stats["gen_tokens"] / max(stats["gen_seconds"], 1e-9), 1)
