@@ -17,7 +17,7 @@ from decision_pipeline.common.temperatures import read_temperatures
 from decision_pipeline.decision.cross_routing import HEADLINE_SHARE, all_pairs
 from decision_pipeline.decision.evaluation import EvaluateParams, records_to_table
 from decision_pipeline.questions.schema import load_items
-from decision_pipeline.reporting.stage_plots import plot_cross_routing
+from decision_pipeline.reporting.stage_figures import plot_cross_routing
 
 
 @stage_main

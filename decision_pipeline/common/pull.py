@@ -71,6 +71,3 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     return subprocess.call([sys.executable, "-m", "dvc", "pull", *dvc_args], cwd=args.root)
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,10 +1,12 @@
-"""Report figures as PNGs: routing curves, reliability, accuracy grids, loss curves.
+"""The figures the stages draw beside their metrics (evaluate, sft, rl, cross_route): routing curves,
+reliability, accuracy grids, loss curves, RL rounds, as PNGs.
 
 Figures are built as bare `matplotlib.figure.Figure` objects rendered by the
 Agg canvas, never through pyplot, so nothing depends on a display or on global
-pyplot state and stages may plot from worker processes. Each file is written
-atomically (temp file in the same directory, then os.replace), so a crashed or
-concurrent run never leaves a half-written PNG that DVC would cache.
+pyplot state and stages may plot from worker processes (the stages' family in
+`reporting/style.py`). Each file is written atomically (temp file in the same
+directory, then os.replace), so a crashed or concurrent run never leaves a
+half-written PNG that DVC would cache.
 """
 from __future__ import annotations
 
@@ -18,27 +20,23 @@ from typing import Any
 import matplotlib
 import numpy as np
 from matplotlib import ticker
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from decision_pipeline.common.io import atomic_file
-
-DPI = 120
-_FONT = {"font.size": 11, "axes.titlesize": 13, "axes.labelsize": 11, "legend.fontsize": 9}
+from decision_pipeline.reporting import style
 
 
 def _styled(fn: Callable[..., Path]) -> Callable[..., Path]:
     """Apply the report font sizes while a figure is built and drawn (rc is read at artist creation)."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Path:
-        with matplotlib.rc_context(_FONT):
+        with matplotlib.rc_context(style.STAGE_RC):
             return fn(*args, **kwargs)
     return wrapper
 
 
 def _figure(width: float, height: float, layout: str = "tight", **subplot_kw: Any) -> tuple[Figure, Any]:
-    fig = Figure(figsize=(width, height), dpi=DPI, layout=layout)
-    FigureCanvasAgg(fig)
+    fig = style.agg_figure((width, height), style.STAGE_DPI, layout=layout)
     return fig, fig.subplots(**subplot_kw)
 
 
@@ -47,13 +45,8 @@ def _save(fig: Figure, path: str | os.PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=DPI)
+        fig.savefig(tmp, format="png", dpi=style.STAGE_DPI)
     return path
-
-
-def _colors(n: int) -> list:
-    cmap = matplotlib.colormaps["tab10"]
-    return [cmap(i % 10) for i in range(n)]
 
 
 def _nonempty(mapping: Mapping, name: str) -> None:
@@ -73,7 +66,7 @@ def plot_routing_curve(curves: Mapping[str, Sequence[dict]], path: str | os.Path
     """
     _nonempty(curves, "curves")
     fig, (ax, ax_tok) = _figure(8, 7, nrows=2, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
-    for color, (name, rows) in zip(_colors(len(curves)), curves.items()):
+    for color, (name, rows) in zip(style.tab10(len(curves)), curves.items()):
         rows = sorted(rows, key=lambda r: r["fraction"])
         x = [r["fraction"] for r in rows]
         ax.plot(x, [r["accuracy"] for r in rows], "-o", color=color, ms=4, lw=2, label=f"{name}: routed")
@@ -85,12 +78,12 @@ def plot_routing_curve(curves: Mapping[str, Sequence[dict]], path: str | os.Path
                        label=f"{name}: thinking only")
         ax_tok.plot(x, [r["mean_thinking_tokens"] for r in rows], "-s", color=color, ms=3, lw=1.8, label=name)
     ax.set(title=title, ylabel="accuracy")
-    ax.grid(alpha=0.3)
+    ax.grid(alpha=style.GRID_ALPHA)
     ax.legend(loc="best", ncol=1 if len(curves) < 3 else 2)
     ax_tok.set(xlabel="fraction of items routed to thinking (lowest readout margin first)",
                ylabel="mean thinking\ntokens / item")
     ax_tok.set_xlim(0, 1)
-    ax_tok.grid(alpha=0.3)
+    ax_tok.grid(alpha=style.GRID_ALPHA)
     return _save(fig, path)
 
 
@@ -105,7 +98,7 @@ def plot_cross_routing(pairs: Mapping[str, Mapping[str, Any]], path: str | os.Pa
     _nonempty(pairs, "pairs")
     readers = list(dict.fromkeys(p["readout_model"] for p in pairs.values()))
     thinkers = list(dict.fromkeys(p["thinking_model"] for p in pairs.values()))
-    colors = dict(zip(thinkers, _colors(len(thinkers))))
+    colors = dict(zip(thinkers, style.tab10(len(thinkers))))
     fig, axes = _figure(4.2 * len(readers), 4.2, nrows=1, ncols=len(readers), sharey=True, squeeze=False)
     for ax, reader in zip(axes[0], readers):
         for p in (p for p in pairs.values() if p["readout_model"] == reader):
@@ -115,7 +108,7 @@ def plot_cross_routing(pairs: Mapping[str, Mapping[str, Any]], path: str | os.Pa
                     ms=3, lw=2.2 if same else 1.6, color=colors[p["thinking_model"]],
                     label=f"thinking: {p['thinking_model']}" + (" (same model)" if same else ""))
         ax.set(title=f"readout: {reader}", xlabel="share routed (lowest margin first)", xlim=(0, 1))
-        ax.grid(alpha=0.3)
+        ax.grid(alpha=style.GRID_ALPHA)
         ax.legend(loc="best")
     axes[0][0].set_ylabel("accuracy")
     return _save(fig, path)
@@ -141,7 +134,7 @@ def plot_reliability(bins_by_model: Mapping[str, Any], path: str | os.PathLike,
     fig, (ax, ax_hist) = _figure(7, 7.5, nrows=2, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect calibration")
     k = len(bins_by_model)
-    for j, (color, (name, b)) in enumerate(zip(_colors(k), bins_by_model.items())):
+    for j, (color, (name, b)) in enumerate(zip(style.tab10(k), bins_by_model.items())):
         d = _bins_dict(b)
         edges, counts = np.asarray(d["edges"], dtype=float), np.asarray(d["count"], dtype=float)
         conf, acc = _floats(d["mean_confidence"]), _floats(d["accuracy"])
@@ -151,10 +144,10 @@ def plot_reliability(bins_by_model: Mapping[str, Any], path: str | os.PathLike,
         ax_hist.bar(edges[:-1] + j * width, counts, width=width, align="edge", color=color, alpha=0.8, label=name)
     ax.set(title=title, ylabel="accuracy in bin", xlim=(0, 1), ylim=(0, 1))
     ax.set_aspect("auto")
-    ax.grid(alpha=0.3)
+    ax.grid(alpha=style.GRID_ALPHA)
     ax.legend(loc="upper left")
     ax_hist.set(xlabel="confidence (max option probability)", ylabel="items")
-    ax_hist.grid(alpha=0.3, axis="y")
+    ax_hist.grid(alpha=style.GRID_ALPHA, axis="y")
     return _save(fig, path)
 
 
@@ -188,8 +181,8 @@ def plot_accuracy_grid(grid_rows: Sequence[dict], path: str | os.PathLike,
             i, j = families.index(str(r["family"])), levels.index(int(r["level"]))
             if r.get(key) is not None:
                 grid[i, j], counts[i, j] = float(r[key]), int(r.get("n", 0))
-        ax.set_facecolor("#e6e6e6")  # empty cells show as grey, not as a colour that reads as a value
-        image = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        ax.set_facecolor(style.EMPTY_CELL)  # empty cells show as grey, not as a colour that reads as a value
+        image = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap=style.HEATMAP, aspect="auto")
         for i, j in np.ndindex(grid.shape):
             if not math.isnan(grid[i, j]):
                 text = f"{grid[i, j]:.2f}" + (f"\nn={counts[i, j]}" if counts[i, j] else "")
@@ -212,7 +205,7 @@ def plot_loss_curves(series: Mapping[str, Sequence[dict]], path: str | os.PathLi
     _nonempty(series, "series")
     fig, ax = _figure(8, 5)
     lows, highs = [], []
-    for color, (name, points) in zip(_colors(len(series)), series.items()):
+    for color, (name, points) in zip(style.tab10(len(series)), series.items()):
         pts = sorted(points, key=lambda p: p["step"])
         steps = [p["step"] for p in pts]
         losses = np.array([p["loss"] for p in pts], dtype=float)
@@ -227,7 +220,7 @@ def plot_loss_curves(series: Mapping[str, Sequence[dict]], path: str | os.PathLi
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))  # "0.2", not "2x10^-1"
         ax.yaxis.set_minor_formatter(ticker.NullFormatter())
     ax.set(title=title, xlabel="step", ylabel="loss")
-    ax.grid(alpha=0.3, which="both")
+    ax.grid(alpha=style.GRID_ALPHA, which="both")
     ax.legend(loc="best")
     return _save(fig, path)
 
@@ -247,14 +240,14 @@ def plot_rl_rounds(rows: Sequence[dict], path: str | os.PathLike, title: str = "
     fig, axes = _figure(11, 7, nrows=2, ncols=2)
     steps = [r["step"] for r in rows]
     for ax, (key, label, extra) in zip(axes.flat, RL_PANELS):
-        for color, name in zip(_colors(1 + len(extra)), (key, *extra)):
+        for color, name in zip(style.tab10(1 + len(extra)), (key, *extra)):
             values = [np.nan if r.get(name) is None else r[name] for r in rows]
             if not np.isfinite(np.asarray(values, dtype=float)).any():
                 continue
             ax.plot(steps, values, "-o" if len(rows) < 30 else "-", color=color, lw=1.8 if name == key else 1.0,
                     ms=3, label=name.replace("_", " "))
         ax.set(title=label, xlabel="optimizer step at generation")
-        ax.grid(alpha=0.3)
+        ax.grid(alpha=style.GRID_ALPHA)
         if extra:
             ax.legend(loc="best")
     fig.suptitle(title)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import socket
 
-from decision_pipeline.reporting import pull
+from decision_pipeline.common import pull
 
 
 def _free_port() -> int:

@@ -7,7 +7,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from decision_pipeline.common import stats
-from decision_pipeline.reporting import stage_plots as plots
+from decision_pipeline.reporting import stage_figures as plots
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

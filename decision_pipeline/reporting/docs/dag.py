@@ -56,7 +56,7 @@ def family_of(stage: str) -> str:
     for fam, names in FAMILIES.items():
         if base in names:
             return fam
-    raise PipelineError(f"dvc.yaml: stage '{base}' has no family in decision_pipeline/reporting/dag.py FAMILIES; "
+    raise PipelineError(f"dvc.yaml: stage '{base}' has no family in decision_pipeline/reporting/docs/dag.py FAMILIES; "
                         f"add it there, then `make dag`")
 
 
@@ -122,18 +122,16 @@ def draw(stages: list[str], edges: list[tuple[str, str]], out: Path, stamp: str)
     import io
 
     import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
+    from decision_pipeline.reporting import style
     from decision_pipeline.reporting.layout import figure_problems
 
     fam_edges = family_edges(edges)
     lines = {fam: stage_summary(stages, fam) for fam in POSITIONS}
     half = {fam: (BOX_W / 2 + 0.03, box_height(len(lines[fam])) / 2 + 0.03) for fam in POSITIONS}
-    with matplotlib.rc_context({"font.size": 8}):
-        fig = Figure(figsize=(13, 6.6), dpi=110)
-        FigureCanvasAgg(fig)
+    with matplotlib.rc_context(style.DAG_RC):
+        fig = style.agg_figure(style.DAG_SIZE, style.DPI)
         ax = fig.add_axes((0.005, 0.04, 0.99, 0.9))
         ax.set_xlim(-0.6, 7.8)
         ax.set_ylim(-2.2, 3.4)
@@ -155,7 +153,7 @@ def draw(stages: list[str], edges: list[tuple[str, str]], out: Path, stamp: str)
             h = box_height(len(lines[fam]))
             top = y + h / 2
             ax.add_patch(FancyBboxPatch((x - BOX_W / 2, y - h / 2), BOX_W, h, boxstyle="round,pad=0.02",
-                                        fc="#eef4fb", ec="#0072B2", lw=1.2, zorder=2))
+                                        **style.DAG_BOX, lw=1.2, zorder=2))
             ax.text(x, top - 0.06, fam, ha="center", va="top", fontsize=10, weight="bold", zorder=3)
             ax.text(x, top - 0.24, WHAT[fam], ha="center", va="top", fontsize=6.5, style="italic",
                     color="0.3", zorder=3)
@@ -169,7 +167,8 @@ def draw(stages: list[str], edges: list[tuple[str, str]], out: Path, stamp: str)
         if problems:
             raise PipelineError(f"{out}: layout problem in the drawing ({problems[0]}); adjust POSITIONS in dag.py")
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110, facecolor="white", metadata={"Software": None, "Comment": stamp})
+        fig.savefig(buf, format="png", dpi=style.DPI, facecolor=style.BACKGROUND,
+                    metadata={"Software": None, "Comment": stamp})
     write_bytes_atomic(out, buf.getvalue())
     return out
 
@@ -206,6 +205,3 @@ def main(argv: list[str] | None = None) -> int:
           f"{counts['family_edges']} family arrows, {counts['digest']})")
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

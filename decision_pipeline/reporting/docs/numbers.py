@@ -23,8 +23,8 @@ thousands separator (`1,999`). Dates (`2026-12-03`), dotted versions (`3.67.1`) 
 CI or power (`95% CI`, `80% power`) are not. Bare
 integers are not detected (step counts, list indices and results look alike): cite those by marker.
 
-    python -m decision_pipeline.reporting.docs_numbers README.md docs/*.md            # rewrite the values
-    python -m decision_pipeline.reporting.docs_numbers --check README.md docs/*.md    # exit 1 if stale or unmarked
+    python -m decision_pipeline docs-numbers README.md docs/*.md            # rewrite the values
+    python -m decision_pipeline docs-numbers --check README.md docs/*.md    # exit 1 if stale or unmarked
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
-from decision_pipeline.reporting.doc_values import MissingFile, Sources, evaluate, render
+from decision_pipeline.reporting.docs.values import MissingFile, Sources, evaluate, render
 
 # Docs whose numbers are not yet generated: the check skips their unmarked numbers. Shrink it as each is converted.
 NOT_YET_CONVERTED = ("docs/gpu.md", "docs/review.md", "docs/performance.md")
@@ -50,7 +50,7 @@ FORMAT = re.compile(r"^(?P<expr>.*?)\s+%(?P<spec>\S+)$", re.S)
 BLOCK = re.compile(r"<!--(?P<kind>measured|quoted)(?P<head>[^>]*?)-->(?P<inner>.*?)<!--/(?P=kind)-->", re.S)
 FENCE = re.compile(r"^(?P<f>```|~~~)[^\n]*\n.*?^(?P=f)[^\n]*$", re.M | re.S)
 COMMENT = re.compile(r"<!--.*?-->", re.S)
-# a block another generator owns (the README's results table, reporting/readme.py): not typed by hand
+# a block another generator owns (the README's results table, reporting/docs/readme.py): not typed by hand
 GENERATED = re.compile(r"<!-- (?P<name>[a-z-]+):begin\b.*?-->.*?<!-- (?P=name):end -->", re.S)
 CODE = re.compile(r"(`+)[^`]*?\1")
 LINK_TARGET = re.compile(r"\]\([^)\s]*\)")
@@ -211,7 +211,7 @@ class Report:
 
     def stale(self) -> list[str]:
         return [f"{doc}:{c.line}: reads {c.old!r}, its sources give {c.new!r} [{c.body}]; regenerate: "
-                f"python -m decision_pipeline.reporting.docs_numbers README.md docs/*.md"
+                f"python -m decision_pipeline docs-numbers README.md docs/*.md"
                 for doc, o in self.outcomes.items() for c in o.changes]
 
 
@@ -259,6 +259,3 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(report.unmarked), file=sys.stderr)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

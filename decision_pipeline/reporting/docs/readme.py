@@ -2,7 +2,7 @@
 
 Why: a hand-typed results table drifts from the metrics; a test compares the
 README block between the markers with this rendering, and
-`python -m decision_pipeline.reporting.readme README.md` rewrites it after a run.
+`python -m decision_pipeline readme README.md` rewrites it after a run.
 """
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from pathlib import Path
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
-from decision_pipeline.reporting.noise import WITHIN_RUN
-from decision_pipeline.reporting.noise import label as noise_label
-from decision_pipeline.reporting.registry import Headline
-from decision_pipeline.reporting.sections import SECTIONS
+from decision_pipeline.reporting.report.noise import WITHIN_RUN
+from decision_pipeline.reporting.report.noise import label as noise_label
+from decision_pipeline.reporting.report.registry import Headline
+from decision_pipeline.reporting.report.sections import SECTIONS
 
-BEGIN = "<!-- results-table:begin (generated from metrics/summary.json; python -m decision_pipeline.reporting.readme README.md) -->"
+BEGIN = "<!-- results-table:begin (generated from metrics/summary.json; python -m decision_pipeline readme README.md) -->"
 END = "<!-- results-table:end -->"
 
 
@@ -73,5 +73,9 @@ def update(readme: Path, summary_path: Path) -> None:
     write_text_atomic(readme, f"{head}{BEGIN}\n{render_table(summary)}\n{END}{tail}")
 
 
-if __name__ == "__main__":
-    update(Path(sys.argv[1] if len(sys.argv) > 1 else "README.md"), Path("metrics/summary.json"))
+def main(argv: list[str] | None = None) -> int:
+    """`make docs`: README (the first argument, default README.md) from metrics/summary.json."""
+    argv = sys.argv[1:] if argv is None else argv
+    update(Path(argv[0] if argv else "README.md"), Path("metrics/summary.json"))
+    return 0
+

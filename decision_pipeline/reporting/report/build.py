@@ -18,13 +18,13 @@ from pathlib import Path
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.yamlio import load_yaml
 from decision_pipeline.common.io import atomic_dir, write_bytes_atomic, write_json
-from decision_pipeline.reporting import pdf
-from decision_pipeline.reporting import report_figures as F
-from decision_pipeline.reporting.claims import load_claims, store_claims
-from decision_pipeline.reporting.noise import NoiseBook
-from decision_pipeline.reporting.registry import Fig, Row, Section, expected_pages, resolve, summary_entries
-from decision_pipeline.reporting.sections import SECTIONS
-from decision_pipeline.reporting.sources import MissingKey, Store
+from decision_pipeline.reporting.report import pdf
+from decision_pipeline.reporting.report import figures as F
+from decision_pipeline.reporting.report.claims import load_claims, store_claims
+from decision_pipeline.reporting.report.noise import NoiseBook
+from decision_pipeline.reporting.report.registry import Fig, Row, Section, expected_pages, resolve, summary_entries
+from decision_pipeline.reporting.report.sections import SECTIONS
+from decision_pipeline.reporting.report.sources import MissingKey, Store
 
 
 

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.reporting.sources import Store
+from decision_pipeline.reporting.report.sources import Store
 
 CLAIMS = "metrics/claims.json"
 VERDICTS = ("detected", "not detected", "not tested")

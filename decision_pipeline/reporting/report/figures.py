@@ -1,10 +1,10 @@
-"""The report's figures, drawn from tracked metrics and plot data only (no model loading).
+"""The report's figures: what every report figure module shares (the styled figure, the PNG writer
+with its layout check, model discovery) and the data and curation figures.
 
-Why one module: one style for every figure (sizes that fit half a report page,
-axis labels with units, the Okabe-Ito colour-blind-safe palette, viridis for
-heatmaps). Each builder takes the `Store` and an output path, reads what it
-needs through the store (so bad input names file and key) and writes one PNG
-atomically.
+Each builder takes the `Store` and an output path, reads what it needs through the store (so bad
+input names file and key) and writes one PNG atomically; drawn from tracked metrics and plot data
+only (no model loading). The look (sizes that fit half a report page, the Okabe-Ito colour-blind-safe
+palette, viridis for heatmaps) is the report's family in `reporting/style.py`; axis labels carry units.
 """
 from __future__ import annotations
 
@@ -15,24 +15,17 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from decision_pipeline.common.io import write_bytes_atomic
-from decision_pipeline.reporting.sources import Store
+from decision_pipeline.reporting import style
+from decision_pipeline.reporting.report.sources import Store
 
-# Okabe & Ito (2008): distinguishable under the common colour-vision deficiencies
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
-DPI = 110
-WIDTH, HEIGHT = 7.5, 4.0          # inches: full report width, half a page high
-STYLE = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
-         "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.spines.top": False, "axes.spines.right": False,
-         "axes.grid": True, "grid.alpha": 0.3, "axes.prop_cycle": matplotlib.cycler(color=PALETTE)}
 MODEL_ORDER = ("base", "sft", "rl")
 
 
 def color(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
+    return style.OKABE_ITO[i % len(style.OKABE_ITO)]
 
 
 def models_in(store: Store, pattern: str) -> list[str]:
@@ -44,11 +37,11 @@ def models_in(store: Store, pattern: str) -> list[str]:
 
 
 @contextmanager
-def figure(ncols: int = 1, nrows: int = 1, height: float = HEIGHT, **kw) -> Iterator[tuple[Figure, np.ndarray]]:
+def figure(ncols: int = 1, nrows: int = 1, height: float = style.REPORT_HEIGHT,
+           **kw) -> Iterator[tuple[Figure, np.ndarray]]:
     """A styled figure with an Agg canvas (no pyplot state) and a 2-D array of axes."""
-    with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=(WIDTH, height), dpi=DPI, layout="constrained")
-        FigureCanvasAgg(fig)
+    with matplotlib.rc_context(style.REPORT_RC):
+        fig = style.agg_figure((style.REPORT_WIDTH, height), style.DPI, layout="constrained")
         axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
         yield fig, axes
 
@@ -82,7 +75,7 @@ def save(fig: Figure, path: Path) -> Path:
 
     LAYOUT_PROBLEMS[Path(path).name] = figure_problems(fig)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, facecolor="white")
+    fig.savefig(buf, format="png", dpi=style.DPI, facecolor=style.BACKGROUND)
     buf.seek(0)
     out = io.BytesIO()
     with Image.open(buf) as img:

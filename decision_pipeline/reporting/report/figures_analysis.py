@@ -2,7 +2,7 @@
 
 Why a module of its own: these read the newer analysis keys (metrics/charter/improve,
 evaluate's `router`, rl's `answer_collapse` and `difficulty_adjusted_reward`), each
-figure guarded by the files and keys it draws, in the style of `report_figures`.
+figure guarded by the files and keys it draws, in the style of `figures.py`.
 """
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from decision_pipeline.reporting.report_figures import color, figure, legend_outside, models_in, save
-from decision_pipeline.reporting.sources import Store
+from decision_pipeline.reporting import style
+from decision_pipeline.reporting.report.figures import color, figure, legend_outside, models_in, save
+from decision_pipeline.reporting.report.sources import Store
 
 IMPROVE = "metrics/charter/improve/{}.json"
 EVAL = "metrics/evaluate/{}.json"
@@ -49,7 +50,7 @@ def improver_history(store: Store, out: Path) -> Path:
         ax.set(xlabel="prompt version (each revision adds one edit, labelled by the failure it targets)",
                ylabel="accept rate", ylim=(-0.05, 1.05), title=title)
         ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.grid(alpha=0.3)
+        ax.grid(alpha=style.GRID_ALPHA)
         legend_outside(fig, ax, where="below", ncols=2)
         return save(fig, out)
 
@@ -110,7 +111,7 @@ def rl_analyses(store: Store, out: Path) -> Path:
                 else "top share of the gold options of the same completions")
         ax.set(xlabel="RL round", ylabel="share", ylim=(0, 1.05),
                title="Answer collapse: one option taking over?")
-        ax.grid(alpha=0.3)
+        ax.grid(alpha=style.GRID_ALPHA)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, frameon=False)
         ax = axes[0, 1]
         rx, ry = [r["round"] for r in adjusted], [r["adjusted_reward"] for r in adjusted]
@@ -125,7 +126,7 @@ def rl_analyses(store: Store, out: Path) -> Path:
         ax.axhline(0, color="0.5", lw=0.8)
         ax.set(xlabel="RL round", ylabel="chain right minus probe pass rate",
                title="Difficulty-adjusted reward")
-        ax.grid(alpha=0.3)
+        ax.grid(alpha=style.GRID_ALPHA)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, frameon=False)
         return save(fig, out)
 
@@ -160,5 +161,5 @@ def curate_ablation(store: Store, out: Path) -> Path:
         seeds = rows[0]["seeds"]
         ax.set(xlabel=f"curated GPT tune-set perplexity (mean of {seeds} seeds, bar min-max; log scale)",
                title="Curation ablation (dvc exp run, pretrain@curated)")
-        ax.grid(alpha=0.3, axis="x")
+        ax.grid(alpha=style.GRID_ALPHA, axis="x")
         return save(fig, out)

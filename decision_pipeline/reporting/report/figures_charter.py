@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from decision_pipeline.reporting.report_figures import color, figure, legend_outside, save
-from decision_pipeline.reporting.sources import Store
+from decision_pipeline.reporting.report.figures import color, figure, legend_outside, save
+from decision_pipeline.reporting.report.sources import Store
 
 RANKING, AGREEMENT = "metrics/charter/ranking.json", "metrics/charter/judge_agreement.json"
 THROUGHPUT = "metrics/charter/throughput"

@@ -1,4 +1,4 @@
-"""Decision-model and S1MB figures for the report (same style as `figures`).
+"""Decision-model and S1MB figures for the report (same style as `figures.py`).
 
 Models are discovered from the tracked files (`metrics/evaluate/<model>.json`,
 `metrics/s1mb/<model>.json`), so an `evaluate@rl` or `s1mb@rl` that lands later
@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from decision_pipeline.reporting.report_figures import (bar_labels, color, figure, legend_outside, models_in, save,
+from decision_pipeline.reporting import style
+from decision_pipeline.reporting.report.figures import (bar_labels, color, figure, legend_outside, models_in, save,
                                                         task_name)
-from decision_pipeline.reporting.sources import Store
+from decision_pipeline.reporting.report.sources import Store
 
 EVAL = "metrics/evaluate/{}.json"
 MEASURES = (("readout", "readout_accuracy"), ("thinking", "thinking_accuracy"),
@@ -59,8 +60,8 @@ def accuracy_grid(store: Store, out: Path) -> Path:
                 for r in rows:
                     if r.get(key) is not None:
                         grid[fams.index(str(r["family"])), levels.index(int(r["level"]))] = float(r[key])
-                ax.set_facecolor("#e6e6e6")
-                image = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+                ax.set_facecolor(style.EMPTY_CELL)
+                image = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap=style.HEATMAP, aspect="auto")
                 for (a, b), v in np.ndenumerate(grid):
                     if np.isfinite(v):
                         ax.text(b, a, f"{v:.2f}", ha="center", va="center", fontsize=6.5,

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.reporting.sources import Store
+from decision_pipeline.reporting.report.sources import Store
 
 NOISE_DIR = "metrics/noise"
 RESEED = f"{NOISE_DIR}/reseed.json"

@@ -23,7 +23,7 @@ from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
 from reportlab.platypus import (BaseDocTemplate, Frame, Image, KeepInFrame, PageBreak, PageTemplate, Paragraph,
                                 Preformatted, Spacer, Table, TableStyle)
 
-from decision_pipeline.reporting.registry import SLOTS_PER_PAGE, Fig, Row, Section
+from decision_pipeline.reporting.report.registry import SLOTS_PER_PAGE, Fig, Row, Section
 
 MARGIN, BOTTOM = 48, 56
 FRAME_W = A4[0] - 2 * MARGIN - 12             # frame padding 6 pt each side

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from decision_pipeline.reporting.noise import WITHIN_RUN, NoiseBook
-from decision_pipeline.reporting.noise import label as noise_label
-from decision_pipeline.reporting.sources import Store
+from decision_pipeline.reporting.report.noise import WITHIN_RUN, NoiseBook
+from decision_pipeline.reporting.report.noise import label as noise_label
+from decision_pipeline.reporting.report.sources import Store
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,16 @@ so a profile that runs fewer stages still gets a complete report.
 """
 from __future__ import annotations
 
-from decision_pipeline.reporting import report_figures_analysis as A
-from decision_pipeline.reporting import report_figures_charter as C
-from decision_pipeline.reporting import narrative as N
-from decision_pipeline.reporting.registry import Fig, Headline, Section
-from decision_pipeline.reporting.sections_data import (BASE, CUR, FRND, INGEST, ITEMS, RND, curation_figs,
+from decision_pipeline.reporting.report import figures_analysis as A
+from decision_pipeline.reporting.report import figures_charter as C
+from decision_pipeline.reporting.report import narrative as N
+from decision_pipeline.reporting.report.registry import Fig, Headline, Section
+from decision_pipeline.reporting.report.sections_data import (BASE, CUR, FRND, INGEST, ITEMS, RND, curation_figs,
                                                        curation_text, data_figs, data_text)
-from decision_pipeline.reporting.sections_model import (CROSS, CROSS_PNG, EV, _s1mb_headlines, chains_figs, chains_text,
+from decision_pipeline.reporting.report.sections_model import (CROSS, CROSS_PNG, EV, _s1mb_headlines, chains_figs, chains_text,
                                                         cross_route_text, evaluation_figs, evaluation_text, rl_figs,
                                                         rl_text, s1mb_figs, s1mb_text)
-from decision_pipeline.reporting.sources import MissingKey, Store
+from decision_pipeline.reporting.report.sources import MissingKey, Store
 
 
 # ------------------------- optional: annotation-model selection (issue 11)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from decision_pipeline.reporting import narrative as N
-from decision_pipeline.reporting import report_figures as F
-from decision_pipeline.reporting import report_figures_analysis as A
-from decision_pipeline.reporting.claims import claim_for, store_claims
-from decision_pipeline.reporting.registry import Fig
-from decision_pipeline.reporting.sources import MissingKey, Store
+from decision_pipeline.reporting.report import narrative as N
+from decision_pipeline.reporting.report import figures as F
+from decision_pipeline.reporting.report import figures_analysis as A
+from decision_pipeline.reporting.report.claims import claim_for, store_claims
+from decision_pipeline.reporting.report.registry import Fig
+from decision_pipeline.reporting.report.sources import MissingKey, Store
 
 ITEMS, INGEST = "metrics/items.json", "metrics/ingest.json"
 CUR, FRND, RND = "metrics/pretrain/curated.json", "metrics/pretrain/filtered_random.json", "metrics/pretrain/random.json"

@@ -7,14 +7,14 @@ answer-collapse figures beside the reward gain whenever they occur.
 """
 from __future__ import annotations
 
-from decision_pipeline.reporting import narrative as N
-from decision_pipeline.reporting import report_figures_analysis as A
-from decision_pipeline.reporting import report_figures_decision as D
-from decision_pipeline.reporting.claims import claim_for, guarded, store_claims
-from decision_pipeline.reporting.registry import Fig, Headline
-from decision_pipeline.reporting.report_figures import task_name
-from decision_pipeline.reporting.sections_data import caption
-from decision_pipeline.reporting.sources import Store
+from decision_pipeline.reporting.report import narrative as N
+from decision_pipeline.reporting.report import figures_analysis as A
+from decision_pipeline.reporting.report import figures_decision as D
+from decision_pipeline.reporting.report.claims import claim_for, guarded, store_claims
+from decision_pipeline.reporting.report.registry import Fig, Headline
+from decision_pipeline.reporting.report.figures import task_name
+from decision_pipeline.reporting.report.sections_data import caption
+from decision_pipeline.reporting.report.sources import Store
 
 EV = "metrics/evaluate/{}.json"
 RL, RL_EVAL = "metrics/rl.json", "metrics/evaluate/rl.json"

@@ -4,9 +4,9 @@ against its run-to-run noise.
 Why: `dvc exp show --md --only-changed` lists what moved but not whether it moved beyond chance. This
 reads the same experiments (`dvc exp show --json`, the declared metrics/headline.json) and marks every
 changed headline against the whole-chain reseed band of its source metric (metrics/noise/reseed.json;
-the rule of reporting/review.py: t(0.975, n-1) x sqrt(2) x sd).
+the rule of reporting/review/diff.py: t(0.975, n-1) x sqrt(2) x sd).
 
-    python -m decision_pipeline.reporting.compare            # make compare
+    python -m decision_pipeline compare            # make compare
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import sys
 from typing import Any
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.reporting.review import OUT, bands, noise_files, verdict
-from decision_pipeline.reporting.sections import SECTIONS
+from decision_pipeline.reporting.review.diff import OUT, bands, noise_files, verdict
+from decision_pipeline.reporting.report.sections import SECTIONS
 
 HEADLINE = "metrics/headline.json"
 
@@ -78,6 +78,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

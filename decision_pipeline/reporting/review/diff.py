@@ -2,7 +2,7 @@
 run-to-run noise of that metric.
 
 Why: a review compares two runs, and most moves on a small model are noise. The noise that decides is
-how far the number moves between reruns, measured by the noise study (reporting/noise_study.py,
+how far the number moves between reruns, measured by the noise study (reporting/review/noise_study.py,
 `make noise`): metrics/noise/<source>.json holds, per metric, one run's SD over reruns that change
 that source only. Within-run figures (item-bootstrap CIs, the spread of 3 pretrain seeds) are never
 used: they are about 4x smaller than whole-chain reruns.
@@ -15,10 +15,10 @@ chain). A metric whose SD is 0 over reruns is fixed by the inputs and params: an
 of setup. Every metrics/**.json file is compared, not only the ones `dvc metrics diff` declares; the
 report's headline numbers come first.
 
-    python -m decision_pipeline.reporting.review --base main --out review   # make review
-    python -m decision_pipeline.reporting.review --base main --recompute-base  # make review RECOMPUTE=1: main rerun
-                                                                             # here (reporting/rebase.py), not its committed metrics
-    python -m decision_pipeline.reporting.review --coverage                  # metrics with no recorded noise
+    python -m decision_pipeline review --base main --out review     # make review
+    python -m decision_pipeline review --base main --recompute-base # make review RECOMPUTE=1: main rerun
+                                                                    # here (review/rebase.py), not its committed metrics
+    python -m decision_pipeline review --coverage                   # metrics with no recorded noise
 """
 from __future__ import annotations
 
@@ -32,11 +32,11 @@ from typing import Any
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
-from decision_pipeline.reporting import rebase, review_plots
-from decision_pipeline.reporting.git_runs import metrics_at
-from decision_pipeline.reporting.noise_study import NOISE_DIR, NOT_RUN_OUTPUTS
-from decision_pipeline.reporting.sections import SECTIONS
-from decision_pipeline.reporting.spread import flatten_numbers
+from decision_pipeline.reporting.review import plots_diff, rebase
+from decision_pipeline.reporting.review.git_runs import metrics_at
+from decision_pipeline.reporting.review.noise_study import NOISE_DIR, NOT_RUN_OUTPUTS
+from decision_pipeline.reporting.report.sections import SECTIONS
+from decision_pipeline.reporting.review.spread import flatten_numbers
 
 BOUND_KEYS = {"ci_low", "ci_high", "p2_5", "p97_5"}
 OUT, IN, SETUP, NONE, ADDED = "**outside noise**", "inside noise", "fixed by the setup", "no recorded noise", "added/removed"
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         plots = None
         if not args.no_plots:
             plots = f"{args.out}/plots"
-            review_plots.build(args.base, Path(plots))
+            plots_diff.build(args.base, Path(plots))
         text = review_markdown(args.base, params, diff, bands(nfiles, source), source, plots)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -288,6 +288,3 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

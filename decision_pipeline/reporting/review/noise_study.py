@@ -5,9 +5,9 @@ Why: a review compares two runs, so the noise that matters is run to run. The sp
 (3 pretrain seeds, an item bootstrap) is about 4x smaller than whole-chain reruns. This queues DVC
 experiments from the committed run, each changing exactly one source of chance, and reads them back:
 
-    python -m decision_pipeline.reporting.noise_study --plan [--runs reseed=6 sft_seed=3 ...]
-    python -m decision_pipeline.reporting.noise_study --run      # each run: dvc exp run --temp (make noise: all three)
-    python -m decision_pipeline.reporting.noise_study --collect
+    python -m decision_pipeline noise-study --plan [--runs reseed=6 sft_seed=3 ...]
+    python -m decision_pipeline noise-study --run      # each run: dvc exp run --temp (make noise: all three)
+    python -m decision_pipeline noise-study --collect
 
 `--run` runs the planned experiments one after another with `dvc exp run --temp` (no queue worker to
 die mid-study) and skips those that already have results, so a study stopped part-way resumes where it
@@ -39,8 +39,8 @@ from typing import Any
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.common.verdict import seed_verdict
-from decision_pipeline.reporting.git_runs import exp_refs, metrics_at, params_at
-from decision_pipeline.reporting.spread import describe, flatten_numbers, spreads
+from decision_pipeline.reporting.review.git_runs import exp_refs, metrics_at, params_at
+from decision_pipeline.reporting.review.spread import describe, flatten_numbers, spreads
 
 NOISE_DIR = "metrics/noise"
 CLAIMS_FILE = "metrics/claims.json"
@@ -376,6 +376,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

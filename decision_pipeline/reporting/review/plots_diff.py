@@ -17,7 +17,7 @@ long enough for averaging to matter, else a plain line. `simple` draws lines,
 DVC's JSON (a plot file missing in one revision) are listed on the page, never
 raised: a review must still open when one revision lacks a file.
 
-    python -m decision_pipeline.reporting.review_plots --base main --out review/plots
+    python -m decision_pipeline plots-diff --base main --out review/plots
 """
 from __future__ import annotations
 
@@ -37,17 +37,13 @@ from typing import Any
 
 import matplotlib
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_bytes_atomic, write_text_atomic
+from decision_pipeline.reporting import style
 
-MARKERS = "osD^vP*X"
 MIN_POINTS_TO_SMOOTH = 60   # below this a moving average hides more than it shows (window would be < 3)
 POINTS_PER_WINDOW = 20      # window ~ n / 20 points: 101 steps of a 2000-step loss, 13 of a 244-step one
-PALETTE = ("#945dd6", "#13adc7", "#f46837", "#48aa68", "#4e79a7", "#e15759", "#b07aa1", "#9c755f")
-STYLE = {"font.size": 10, "axes.titlesize": 11, "axes.grid": True, "grid.alpha": 0.3, "legend.fontsize": 8}
 CSS = ("body{font-family:sans-serif;margin:1.5em;max-width:1500px}figure{display:inline-block;margin:0 1em 1.5em 0;"
        "vertical-align:top}figure img{max-width:720px;width:100%}table{border-collapse:collapse}td,th{border:1px "
        "solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}td img{max-width:600px}.miss{color:#a33}")
@@ -162,26 +158,25 @@ def render_png(plot_id: str, content: dict, path: Path) -> Path:
     groups, cats = series(spec, data if isinstance(data, list) else [])
     if not groups:
         raise UnsupportedPlot(f"no numeric {spec.x!r}/{spec.y!r} values in the data")
-    with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=(8.5, 4.8), dpi=110, layout="constrained")
-        FigureCanvasAgg(fig)
+    with matplotlib.rc_context(style.REVIEW_RC):
+        fig = style.agg_figure(style.REVIEW_SIZE, style.DPI, layout="constrained")
         ax = fig.subplots()
         revs = list(dict.fromkeys(k[0] for k in groups))
         subs = list(dict.fromkeys(k[1:] for k in groups))  # field/file within a revision: dash + marker
         for key, (xs, ys) in groups.items():
-            color = spec.colors.get(key[0]) or PALETTE[revs.index(key[0]) % len(PALETTE)]
+            color = spec.colors.get(key[0]) or style.DVC_PALETTE[revs.index(key[0]) % len(style.DVC_PALETTE)]
             dash = spec.dashes.get(key[1]) if len(key) > 1 else None
-            style: Any = (0, dash) if dash else "-"
+            line: Any = (0, dash) if dash else "-"
             label, w = " · ".join(k for k in key if k), window(len(xs)) if spec.smooth else 1
             if spec.points:
                 ax.scatter(xs, ys, s=12, color=color, label=label)
             elif w > 1:
                 ax.plot(xs, ys, color=color, alpha=0.2, linewidth=0.7)
-                ax.plot(xs, moving_average(ys, w), color=color, linestyle=style, linewidth=1.6,
+                ax.plot(xs, moving_average(ys, w), color=color, linestyle=line, linewidth=1.6,
                         label=f"{label} (mean of {w})")
             else:
-                marker = MARKERS[subs.index(key[1:]) % len(MARKERS)] if len(xs) <= 30 else None
-                ax.plot(xs, ys, color=color, linestyle=style, linewidth=1.5, marker=marker, markersize=4, label=label)
+                marker = style.MARKERS[subs.index(key[1:]) % len(style.MARKERS)] if len(xs) <= 30 else None
+                ax.plot(xs, ys, color=color, linestyle=line, linewidth=1.5, marker=marker, markersize=4, label=label)
         if cats:
             ax.set_xticks(range(len(cats)), cats, rotation=30, ha="right")
         ax.set_xlabel(spec.x_title)
@@ -266,7 +261,7 @@ def render_page(payload: dict, out: Path, revs: Sequence[str] = ()) -> Path:
     title = f"dvc plots diff: {' vs '.join(order) or 'no revisions'}"
     body = [f"<h1>{esc(title)}</h1>",
             "<p>Drawn offline from <code>dvc plots diff --json</code> by <code>decision_pipeline.reporting."
-            "review_plots</code>: PNGs and copied images next to this page, no scripts, no network.</p>",
+            "review.plots_diff</code>: PNGs and copied images next to this page, no scripts, no network.</p>",
             f"<h2>Problems: errors in DVC's JSON, plots not drawn ({len(problems)})</h2>",
             f"<table><tr><th>revision</th><th>plot</th><th>file</th><th>error</th></tr>{rows}</table>"
             if problems else "<p>None.</p>", f"<h2>Data plots ({len(figures)})</h2>", *figures,
@@ -311,6 +306,3 @@ def main(argv: list[str] | None = None) -> int:
     print(page.resolve())  # absolute, so it can be pasted into a browser
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """Per-metric spread over runs: n, sd, half-range and mean of every numeric leaf of the metrics files.
 
-Why a module: the noise study (reporting/noise_study.py) measures it per source and the review
-(reporting/review.py) reads it back; both must flatten the files the same way. A key counts when it
+Why a module: the noise study (reporting/review/noise_study.py) measures it per source and the review
+(reporting/review/diff.py) reads it back; both must flatten the files the same way. A key counts when it
 is numeric in every run, or when it is an entry of a count table that some runs leave out because it
 is 0 (a drop reason that did not occur): then it counts as 0 there.
 """

@@ -9,9 +9,9 @@ import yaml
 from PIL import Image
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.reporting import dag
+from decision_pipeline.reporting.docs import dag
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_families_cover_exactly_the_stages_of_dvc_yaml():

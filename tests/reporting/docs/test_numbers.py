@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.reporting import docs_numbers as dn
-from decision_pipeline.reporting.doc_values import Sources, evaluate, render
+from decision_pipeline.reporting.docs import numbers as dn
+from decision_pipeline.reporting.docs.values import Sources, evaluate, render
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOCS = ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))
 
 
@@ -34,7 +34,7 @@ def _copy(tmp_path: Path) -> Path:
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "decision_pipeline.reporting.docs_numbers", "--root", str(root), *args],
+    return subprocess.run([sys.executable, "-m", "decision_pipeline", "docs-numbers", "--root", str(root), *args],
                           capture_output=True, text=True, cwd=ROOT)
 
 
@@ -248,7 +248,7 @@ def test_measured_and_quoted_spans_must_say_by_whom_and_why(tmp_path):
 
 
 def test_a_block_another_generator_owns_is_not_checked_for_unmarked_numbers(tmp_path):
-    """The README's results table is written by reporting/readme.py from summary.json (its own test)."""
+    """The README's results table is written by reporting/docs/readme.py from summary.json (its own test)."""
     text = ("<!-- results-table:begin (generated) -->\n| a | 0.519 |\n<!-- results-table:end -->\n"
             "typed by hand: 0.42\n")
     problems = dn.unmarked_numbers(text, "README.md", tmp_path)

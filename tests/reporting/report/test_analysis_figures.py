@@ -7,8 +7,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from decision_pipeline.reporting.build import build_report, make_plan
-from decision_pipeline.reporting.sources import Store
+from decision_pipeline.reporting.report.build import build_report, make_plan
+from decision_pipeline.reporting.report.sources import Store
 
 
 def write(root: Path, rel: str, data) -> None:

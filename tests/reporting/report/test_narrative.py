@@ -6,12 +6,12 @@ from pathlib import Path
 
 import yaml
 
-from decision_pipeline.reporting import narrative as N
-from decision_pipeline.reporting.readme import readme_block, render_table
-from decision_pipeline.reporting.sections import SECTIONS
-from decision_pipeline.reporting.sources import _MISSING, Store, lookup
+from decision_pipeline.reporting.report import narrative as N
+from decision_pipeline.reporting.docs.readme import readme_block, render_table
+from decision_pipeline.reporting.report.sections import SECTIONS
+from decision_pipeline.reporting.report.sources import _MISSING, Store, lookup
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_difference_claimed_only_when_the_ci_excludes_zero():
@@ -60,8 +60,8 @@ def test_collapse_sentence_skips_rounds_without_a_parsed_answer(tmp_path):
     """A micro RL round can parse no answer (top_answer_share None): the quarter means leave it out."""
     import json
 
-    from decision_pipeline.reporting.sections_model import collapse_sentence
-    from decision_pipeline.reporting.sources import Store
+    from decision_pipeline.reporting.report.sections_model import collapse_sentence
+    from decision_pipeline.reporting.report.sources import Store
     rows = [{"round": i, "top_answer_share": v, "top_gold_share": 0.5}
             for i, v in enumerate([None, 0.6, 0.5, 0.5, 0.55, 0.7, 0.9, None])]
     (tmp_path / "metrics").mkdir()

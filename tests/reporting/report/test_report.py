@@ -12,10 +12,10 @@ import yaml
 from PIL import Image, ImageStat
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.reporting import pdf
-from decision_pipeline.reporting.build import build_report, listings, make_plan, stages_of
-from decision_pipeline.reporting.registry import expected_pages
-from decision_pipeline.reporting.sources import Store
+from decision_pipeline.reporting.report import pdf
+from decision_pipeline.reporting.report.build import build_report, listings, make_plan, stages_of
+from decision_pipeline.reporting.report.registry import expected_pages
+from decision_pipeline.reporting.report.sources import Store
 from stages import report as report_stage
 
 OUT = ("report/report.pdf", "metrics/summary.json", "plots/report")

@@ -18,13 +18,13 @@ from matplotlib.figure import Figure
 from reportlab.platypus import Table
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.reporting import pdf
-from decision_pipeline.reporting.build import build_report, make_plan, run_meta
+from decision_pipeline.reporting.report import pdf
+from decision_pipeline.reporting.report.build import build_report, make_plan, run_meta
 from decision_pipeline.reporting.layout import figure_problems
-from decision_pipeline.reporting.readme import render_table
-from decision_pipeline.reporting.sources import Store
+from decision_pipeline.reporting.docs.readme import render_table
+from decision_pipeline.reporting.report.sources import Store
 
-from .conftest import FIXTURES
+from ..conftest import FIXTURES
 
 A4_W, A4_H = 595.27, 841.89
 
@@ -66,7 +66,7 @@ def full_report(tmp_path_factory) -> Path:
     """One build with every optional entry active (RL, noise study, claims): the page checks share it."""
     root = tmp_path_factory.mktemp("full") / "run"
     shutil.copytree(FIXTURES, root)
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     shutil.copy2(repo / "dvc.yaml", root / "dvc.yaml")
     shutil.copy2(repo / "params.yaml", root / "params.yaml")
     add_study(root)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import yaml
 
-from decision_pipeline.reporting.build import CODE_PREFIXES, code_digest, run_digest
+from decision_pipeline.reporting.report.build import CODE_PREFIXES, code_digest, run_digest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 LOCK = {"schema": "2.0", "stages": {
     "sft": {"cmd": "python -m stages.sft",

@@ -11,10 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from decision_pipeline.reporting.review import (IN, NONE, OUT, SETUP, bands, choose_source, coverage, diff_metrics,
+from decision_pipeline.reporting.review.diff import (IN, NONE, OUT, SETUP, bands, choose_source, coverage, diff_metrics,
                                                 metric_rows, review_markdown)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EV = "metrics/evaluate/sft.json"
 T5 = 2.570582
 
@@ -62,7 +62,7 @@ def test_markdown_puts_headlines_first_and_says_the_source():
 
 
 def test_compare_marks_headline_changes_of_experiments():
-    from decision_pipeline.reporting.compare import table
+    from decision_pipeline.reporting.review.compare import table
     nf = _noise("reseed", {"cis.readout_accuracy.point": 0.01})
     runs = [("main", {"sft_readout_accuracy": 0.50, "other": 1.0}),
             ("exp-a", {"sft_readout_accuracy": 0.58, "other": 1.0}), ("exp-b", {"sft_readout_accuracy": 0.51, "other": 1.0})]
@@ -105,7 +105,7 @@ def test_cli_on_a_branch_that_changes_one_param(tmp_path):
     metrics["thinking"]["accuracy"] = 0.36           # +0.02 inside
     (repo / EV).write_text(json.dumps(metrics))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    cmd = [sys.executable, "-m", "decision_pipeline.reporting.review", "--base", "main", "--out", "review", "--no-plots"]
+    cmd = [sys.executable, "-m", "decision_pipeline", "review", "--base", "main", "--out", "review", "--no-plots"]
     proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
     md = (repo / "review/review.md").read_text()
@@ -113,7 +113,7 @@ def test_cli_on_a_branch_that_changes_one_param(tmp_path):
     assert f"| {EV} | readout.accuracy | 0.58 | 0.66 |" in md and "**outside noise** |" in md
     assert "| thinking.accuracy | 0.34 | 0.36 |" in md.replace(f"| {EV} ", "")
     assert md.count("inside noise |") == 1
-    bad = subprocess.run(cmd[:4] + ["nope"], cwd=repo, capture_output=True, text=True, env=env)
+    bad = subprocess.run(cmd[:5] + ["nope"], cwd=repo, capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "--base nope" in bad.stderr
     src = subprocess.run(cmd + ["--source", "data"], cwd=repo, capture_output=True, text=True, env=env)
     assert src.returncode == 2 and "--source data: no metrics/noise/data.json recorded" in src.stderr

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.reporting import noise_study as ns
+from decision_pipeline.reporting.review import noise_study as ns
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PARAMS = """base:
   seed: 10
 items:
@@ -65,7 +65,7 @@ def repo(tmp_path_factory):
     run("git", "add", "-A")
     run("git", "commit", "-qm", "baseline")
     head = run("git", "rev-parse", "HEAD").stdout.strip()
-    study = [sys.executable, "-m", "decision_pipeline.reporting.noise_study"]
+    study = [sys.executable, "-m", "decision_pipeline", "noise-study"]
     env["PYTHONPATH"] = str(ROOT)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"   # the `dvc` the study runs
     run(*study, "--plan", "--runs", "reseed=6", "sft_seed=2", "data=0", "pretrain_init=0", "pretrain_order=0",
@@ -172,7 +172,7 @@ def test_a_source_added_later_pairs_with_the_study_baseline(repo, tmp_path):
     def run(*cmd, check=True):
         return subprocess.run(list(cmd), cwd=clone, env=env, capture_output=True, text=True, check=check)
 
-    study = [sys.executable, "-m", "decision_pipeline.reporting.noise_study"]
+    study = [sys.executable, "-m", "decision_pipeline", "noise-study"]
     (clone / "params.yaml").write_text(PARAMS + "curate:\n  seed_offset: 0\n")
     (clone / "stage.py").write_text(STAGE.replace("s / 100 + o / 1000", "s / 100 + o / 1000 + p['curate']['seed_offset'] / 10000"))
     (clone / "dvc.yaml").write_text((clone / "dvc.yaml").read_text().replace("params: [base, sft]",
@@ -206,6 +206,6 @@ def test_a_source_added_later_pairs_with_the_study_baseline(repo, tmp_path):
 
 
 def test_cli_refuses_without_a_queued_study(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "decision_pipeline.reporting.noise_study", "--collect"],
+    proc = subprocess.run([sys.executable, "-m", "decision_pipeline", "noise-study", "--collect"],
                           cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no planned noise study" in proc.stderr

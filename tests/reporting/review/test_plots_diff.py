@@ -18,8 +18,8 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from decision_pipeline.reporting import review_plots
-from decision_pipeline.reporting.review_plots import moving_average, parse_spec, render_page, series, window
+from decision_pipeline.reporting.review import plots_diff
+from decision_pipeline.reporting.review.plots_diff import moving_average, parse_spec, render_page, series, window
 
 from tests.pipeline.repo_copy import run
 
@@ -201,7 +201,7 @@ def test_real_dvc_plots_diff_json(tmp_path):
     (repo / "plots" / "acc.json").write_text('[{"step": 0, "acc": 0.5}, {"step": 1, "acc": 0.6}]')  # not in main
     run(["git", "add", "-A"], repo)
     run(["git", "commit", "-qm", "lower loss, add acc"], repo)
-    proc = run([sys.executable, "-m", "decision_pipeline.reporting.review_plots", "--base", "main",
+    proc = run([sys.executable, "-m", "decision_pipeline", "plots-diff", "--base", "main",
                 "--out", "review/plots"], repo)
     out = repo / "review" / "plots"
     assert Path(proc.stdout.strip()) == (out / "index.html").resolve()
@@ -214,16 +214,16 @@ def test_real_dvc_plots_diff_json(tmp_path):
     assert all((out / r).is_file() for r in local_refs(html))
     assert "missing in main" in html and "plots/acc.json" in html and "FileNotFoundError" in html
     assert not (repo / "dvc_plots").exists()                                  # DVC's images went to a temp dir
-    bad = run([sys.executable, "-m", "decision_pipeline.reporting.review_plots", "--base", "nope"], repo,
+    bad = run([sys.executable, "-m", "decision_pipeline", "plots-diff", "--base", "nope"], repo,
               check=False)
     assert bad.returncode == 2 and "dvc plots diff nope" in bad.stderr
 
 
 def test_cli_is_what_review_calls(monkeypatch, tmp_path):
-    """`make review` builds the page through review_plots.build, not DVC's CDN page."""
+    """`make review` builds the page through plots_diff.build, not DVC's CDN page."""
     calls = []
-    monkeypatch.setattr(review_plots, "build", lambda base, out, cwd=None: calls.append((base, out)))
-    from decision_pipeline.reporting import review
+    monkeypatch.setattr(plots_diff, "build", lambda base, out, cwd=None: calls.append((base, out)))
+    from decision_pipeline.reporting.review import diff as review
     monkeypatch.setattr(review.subprocess, "run", lambda *a, **k: type("P", (), {"returncode": 0, "stdout": ""})())
     monkeypatch.chdir(tmp_path)
     assert review.main(["--base", "main", "--out", "rv"]) == 0

@@ -1,4 +1,4 @@
-"""`make review RECOMPUTE=1` (reporting/rebase.py): what it reads from dvc.lock and its bad input.
+"""`make review RECOMPUTE=1` (reporting/review/rebase.py): what it reads from dvc.lock and its bad input.
 
 The whole flow (a worktree of the base reproduced from this workspace's run) runs in the end-to-end
 test after the README's experiment: tests/pipeline/test_end_to_end.py.
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.reporting import rebase
+from decision_pipeline.reporting.review import rebase
 
 LOCK = """schema: '2.0'
 stages:
