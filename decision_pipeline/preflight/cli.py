@@ -1,4 +1,4 @@
-"""`python -m decision_pipeline.preflight {check,plan,hours,compare}`: the GPU profile's checks before any stage runs.
+"""`python -m decision_pipeline preflight {check,plan,hours,compare}`: the GPU profile's checks before any stage runs.
 
 check:   every outside input a profile needs, all failures listed, exit 2 (`make preflight`).
 plan:    predicted peak GiB per GPU-heavy stage beside --gpu-gib, exit 2 naming stage and knob (`make memory-plan`).
@@ -47,7 +47,7 @@ def _compare(measured: str | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m decision_pipeline.preflight", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m decision_pipeline preflight", description=__doc__.splitlines()[0])
     ap.add_argument("command", choices=("check", "plan", "hours", "compare"))
     ap.add_argument("--profile", default="default", help="profiles/<name>.yaml merged over params.yaml")
     ap.add_argument("--params", default=None, help="an already merged params file (wins over --profile)")
@@ -97,6 +97,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.command}: ok for profile {args.params or args.profile} ({took:.1f} s){note}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""`python -m decision_pipeline.review_ui [serve|export|sync|add-reviewer [--reset] NAME|remove-reviewer NAME]`
+"""`python -m decision_pipeline review-ui [serve|export|sync|add-reviewer [--reset] NAME|remove-reviewer NAME]`
 — the review web app.
 
 add-reviewer NAME: make a reviewer account in the live store and print its one-time sign-in
@@ -75,7 +75,7 @@ def sync_annotations(live: str, source: str) -> int:
 def _accounts_command(store_path: str, command: str, raw_name: str | None, reset: bool) -> int:
     """add-reviewer [--reset] / remove-reviewer on the live store; prints what was done."""
     if not raw_name:
-        raise PipelineError(f"{command} needs a NAME: python -m decision_pipeline.review_ui {command} ada")
+        raise PipelineError(f"{command} needs a NAME: python -m decision_pipeline review-ui {command} ada")
     if command == "remove-reviewer" and not Path(store_path).is_file():
         raise PipelineError(f"{store_path}: no review store, so no reviewer to remove")
     conn = store.open_store(store_path)
@@ -102,7 +102,7 @@ def _accounts_command(store_path: str, command: str, raw_name: str | None, reset
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m decision_pipeline.review_ui", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m decision_pipeline review-ui", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", nargs="?", default="serve",
                     choices=("serve", "export", "sync", "add-reviewer", "remove-reviewer"))
@@ -149,6 +149,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
