@@ -196,7 +196,7 @@ def check_main(argv: list[str] | None = None) -> int:
 
     from decision_pipeline.common.params import read_params_file
 
-    ap = argparse.ArgumentParser(prog="python -m decision_pipeline.config",
+    ap = argparse.ArgumentParser(prog="python -m decision_pipeline config",
                                  description="check: every params section (and overrides) before any stage runs; "
                                              "profile NAME: merge a checked profile into params.yaml; run-profile "
                                              "NAME: print the active profile, refuse another (make run)")
@@ -392,6 +392,3 @@ def _committed_reference() -> dict | None:
     except (PipelineError, OSError, ValueError):
         return None
 
-
-if __name__ == "__main__":
-    raise SystemExit(check_main())

@@ -4,7 +4,7 @@
 #   1. installs the carried wheels in gpu_wheels/ (trl 1.16.0, peft 0.21.2, datasets, dill, multiprocess,
 #      ruamel.yaml) offline into /tmp/site when the interpreter is Python 3.12 (the wheels' ABI);
 #   2. writes env.json (versions, GPU, whether TRL's Triton kernels run);
-#   3. runs `python -m decision_pipeline.preflight.gpu_check --measure`: the smoke with the real SFT/GRPO
+#   3. runs `python -m decision_pipeline gpu-check --measure`: the smoke with the real SFT/GRPO
 #      trainers at the H200 table's shapes beside the memory plan, hf decode ms/step eager vs static-cache
 #      compiled at batch 1 and 64 (Qwen3-4B shapes, random bf16 weights), then the real stage chain on
 #      SmolLM2-135M shapes; each phase has its own time limit (160 + 140 + 80 s) and writes its JSON as
@@ -57,7 +57,7 @@ except Exception as exc:
 print(json.dumps(info, indent=1))
 EOF
 cat "$OUT/env.json"
-"$PY" -m decision_pipeline.preflight.gpu_check --measure --out "$OUT" ${TINY:+--tiny}
+"$PY" -m decision_pipeline gpu-check --measure --out "$OUT" ${TINY:+--tiny}
 rc=$?
 echo "gpu_measure: exit $rc after $(( $(date +%s) - started )) s; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
 exit $rc

@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PY:-.venv/bin/python}"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PIPELINE_QUIET="${PIPELINE_QUIET:-1}" TRL_EXPERIMENTAL_SILENCE=1
-exec timeout "${SMOKE_TIMEOUT_S:-480}" "$PY" -m decision_pipeline.preflight.smoke "$@"
+exec timeout "${SMOKE_TIMEOUT_S:-480}" "$PY" -m decision_pipeline smoke "$@"

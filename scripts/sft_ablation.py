@@ -41,7 +41,7 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_json
 from decision_pipeline.common.verdict import seed_verdict
 from decision_pipeline.decision.sft.config import TARGET_MODES
-from decision_pipeline.reporting.git_runs import exp_refs, first_difference, metrics_at, params_at
+from decision_pipeline.reporting.review.git_runs import exp_refs, first_difference, metrics_at, params_at
 
 SCRIPT = "scripts/sft_ablation.py"
 TARGET = "evaluate@sft"

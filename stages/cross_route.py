@@ -18,7 +18,7 @@ from decision_pipeline.decision.evaluate.cross_routing import HEADLINE_SHARE, al
 from decision_pipeline.decision.evaluate.config import EvaluateParams
 from decision_pipeline.decision.evaluate.evaluation import records_to_table
 from decision_pipeline.questions.schema import load_items
-from decision_pipeline.reporting.stage_plots import plot_cross_routing
+from decision_pipeline.reporting.stage_figures import plot_cross_routing
 
 
 @stage_main

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     from decision_pipeline.decision.evaluate.answering import answer_questions
     from decision_pipeline.decision.evaluate.evaluation import PRIOR_SPLIT, answer_records, evaluate_records
-    from decision_pipeline.reporting.stage_plots import plot_accuracy_grid, plot_reliability, plot_routing_curve
+    from decision_pipeline.reporting.stage_figures import plot_accuracy_grid, plot_reliability, plot_routing_curve
     started = time.time()
     p = load_section(EvaluateParams, "evaluate", args.params)
     seed = load_base(args.params).seed

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     from decision_pipeline.lm.bpe import load_tokenizer
     from decision_pipeline.lm.launch import finish, threads_per_process, train_here
     from decision_pipeline.lm.model import load_model
-    from decision_pipeline.reporting.stage_plots import plot_rl_rounds
+    from decision_pipeline.reporting.stage_figures import plot_rl_rounds
     started = time.time()
     p = load_section(RLParams, "rl", args.params)
     seed = load_base(args.params).seed + p.seed_offset

@@ -2,7 +2,7 @@
 
 Why a file with provenance: the plan is only as good as the last measurement it was checked against;
 the table says on what machine, with which versions and at which commit each figure was measured,
-and `python -m decision_pipeline.preflight compare` (and a CPU test) recomputes every row with the
+and `python -m decision_pipeline preflight compare` (and a CPU test) recomputes every row with the
 plan and fails past TOLERANCE. Rows name the code path they measured (`loss`: joint | hf_loss for
 SFT; trl_fused_lm_head | selective_log_softmax | fp32_log_softmax for GRPO; `triton`: whether TRL's
 Triton kernels ran), so the plan is compared with the code that actually ran. scripts/gpu_measure.sh

@@ -331,7 +331,7 @@ def render(rows: list[Measured]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m decision_pipeline.preflight.smoke", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m decision_pipeline smoke", description=__doc__.splitlines()[0])
     ap.add_argument("--tiny", action="store_true", help="CPU, tiny config (CI)")
     ap.add_argument("--steps", type=int, default=2, help="optimizer steps per SFT/GRPO shape (the last is timed)")
     ap.add_argument("--shapes", choices=("profile", "issue"), default="profile",
@@ -358,6 +358,3 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

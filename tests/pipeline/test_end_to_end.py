@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 from decision_pipeline.common import local_s3
-from decision_pipeline.reporting import rebase, review
-from decision_pipeline.reporting.noise_study import NOT_RUN_OUTPUTS
+from decision_pipeline.reporting.review import diff as review
+from decision_pipeline.reporting.review import rebase
+from decision_pipeline.reporting.review.noise_study import NOT_RUN_OUTPUTS
 from decision_pipeline.common.profiles import dump, merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]

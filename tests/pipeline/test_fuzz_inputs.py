@@ -294,7 +294,7 @@ def _s1mb(command: str, path: Path, capsys: pytest.CaptureFixture) -> str | None
 
 @pytest.mark.parametrize("command, base", [("metrics", "judgments"), ("aggregate", "table")])
 def test_s1mb_cli_fuzz(tmp_path: Path, capsys: pytest.CaptureFixture, command: str, base: str) -> None:
-    """`python -m decision_pipeline.bench.s1mb metrics|aggregate FILE` on damaged judgments / score tables."""
+    """`python -m decision_pipeline s1mb metrics|aggregate FILE` on damaged judgments / score tables."""
     obj, jsonl = (JUDGMENTS, True) if base == "judgments" else (TABLE, False)
     findings = []
     for i, m in enumerate([Mutant("baseline", (jsonl_bytes if jsonl else json_bytes)(obj))]
@@ -409,8 +409,8 @@ def test_clis_as_subprocesses_exit_2_with_error_lines_only(tmp_path: Path) -> No
     for i, m in enumerate(judgments):
         (tmp_path / f"judgments-{i}.jsonl").write_bytes(m.data)
     before = listing(tmp_path)
-    runs = {"check": ["decision_pipeline.config", "check", "--params", str(tmp_path / "params.yaml")],
-            **{f"s1mb {m.name}": ["decision_pipeline.bench.s1mb", "metrics", str(tmp_path / f"judgments-{i}.jsonl")]
+    runs = {"check": ["decision_pipeline", "config", "check", "--params", str(tmp_path / "params.yaml")],
+            **{f"s1mb {m.name}": ["decision_pipeline", "s1mb", "metrics", str(tmp_path / f"judgments-{i}.jsonl")]
                for i, m in enumerate(judgments)}}
     procs = {name: subprocess.Popen([sys.executable, "-m", *argv], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True) for name, argv in runs.items()}

@@ -192,6 +192,68 @@ def test_the_decision_floor_check_catches_planted_upward_imports():
 
 def _defined_names(path: Path) -> set[str]:
     """Names a module defines at its top level (functions, classes, assignments), not those it imports."""
+# ---------------------------------------------------------------- reporting's sub-packages (issue 55)
+# Inside reporting, floors again: the top modules (style, layout, stage_figures: what more than one job
+# or a stage uses) below report/ (the PDF), below review/ and docs/ (which read the report's registry and
+# never each other). A module names the class or function it imports from the module that defines it.
+import ast  # noqa: E402  (this block's own imports, kept inside it)
+
+from decision_pipeline.common.codedeps import module_file  # noqa: E402
+
+REPORTING = "decision_pipeline.reporting"
+REPORTING_FLOORS = {"": 0, "report": 1, "review": 2, "docs": 2}   # "": the top modules
+REPORTING_TOP = {"style", "layout", "stage_figures"}             # the documented handful (<= 4)
+
+
+def _reporting_room(module: str) -> str | None:
+    """The sub-package of reporting a module is in ('' for the top modules), None outside reporting."""
+    if module != REPORTING and not module.startswith(REPORTING + "."):
+        return None
+    sub = module[len(REPORTING) + 1:].split(".")[0]
+    return sub if sub in REPORTING_FLOORS else ""
+
+
+def _reporting_upward(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for mod, targets in graph.items():
+        src = _reporting_room(mod)
+        if src is None:
+            continue
+        for target in targets:
+            dst = _reporting_room(target)
+            if dst is not None and dst != src and REPORTING_FLOORS[dst] >= REPORTING_FLOORS[src]:
+                found.append(f"{mod} -> {target} (reporting/{src or '<top>'} is on floor {REPORTING_FLOORS[src]}, "
+                             f"reporting/{dst or '<top>'} on {REPORTING_FLOORS[dst]})")
+    return sorted(found)
+
+
+def test_reporting_sub_packages_import_only_lower_floors():
+    upward = _reporting_upward(_graph())
+    assert not upward, "imports inside reporting that do not go down a floor:\n" + "\n".join(upward)
+
+
+def test_the_reporting_floor_check_catches_a_planted_upward_import():
+    r = REPORTING
+    planted = {f"{r}.style": {f"{r}.report.figures"},                  # top -> report: up
+               f"{r}.report.build": {f"{r}.review.diff", f"{r}.style"},  # report -> review: up; -> top: down
+               f"{r}.review.diff": {f"{r}.docs.readme", f"{r}.report.sections", f"{r}.review.rebase"},  # sideways
+               f"{r}.docs.dag": {f"{r}.layout", "decision_pipeline.common.io"}}                       # all down
+    assert [line.split(" (")[0] for line in _reporting_upward(planted)] == [
+        f"{r}.report.build -> {r}.review.diff", f"{r}.review.diff -> {r}.docs.readme", f"{r}.style -> {r}.report.figures"]
+
+
+def test_reporting_top_modules_are_the_documented_handful():
+    pkg = LIB / "reporting"
+    top = {p.stem for p in pkg.glob("*.py") if p.name != "__init__.py"}
+    subs = {p.name for p in pkg.iterdir() if (p / "__init__.py").is_file()}
+    assert top == REPORTING_TOP and len(top) <= 4, f"modules outside a sub-package of reporting: {sorted(top)}"
+    assert subs == set(REPORTING_FLOORS) - {""}, f"give these sub-packages a floor: {sorted(subs)}"
+    doc = (pkg / "__init__.py").read_text(encoding="utf-8")
+    assert all(f"{name}.py" in doc for name in top) and all(f"{sub}/" in doc for sub in subs)
+
+
+def _defined_names(path: Path) -> set[str]:
+    """Names a module defines itself (functions, classes, assignments), not the ones it imports."""
     names: set[str] = set()
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -237,3 +299,35 @@ def test_the_re_export_check_catches_a_planted_one(tmp_path):
                        "from decision_pipeline.decision.sft import trainer\n"
                        "from decision_pipeline.decision.sft.trainer import SFTParams, train_joint\n")
     assert _re_exports([planted]) == ["planted.py:3: SFTParams from decision_pipeline.decision.sft.trainer"]
+def _borrowed_imports(root: Path, files: list[Path]) -> list[str]:
+    """`from <reporting module> import X` where that module only imports X itself (a re-export)."""
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(REPORTING)):
+                continue
+            source = module_file(root, node.module)
+            if source is None or source.name == "__init__.py":
+                continue
+            own = _defined_names(source)
+            found += [f"{path.relative_to(root)}: {a.name} from {node.module}" for a in node.names
+                      if a.name not in own and module_file(root, f"{node.module}.{a.name}") is None]
+    return found
+
+
+def test_reporting_names_are_imported_from_the_module_that_defines_them():
+    files = [p for d in ("decision_pipeline", "stages", "scripts", "tests") for p in sorted((ROOT / d).rglob("*.py"))]
+    borrowed = _borrowed_imports(ROOT, files)
+    assert not borrowed, "import these from the module that defines them:\n" + "\n".join(borrowed)
+
+
+def test_the_re_export_check_catches_a_planted_one(tmp_path):
+    for rel, text in {"decision_pipeline/reporting/a.py": "class Store:\n    pass\n",
+                      "decision_pipeline/reporting/b.py": "from decision_pipeline.reporting.a import Store\n",
+                      "user.py": "from decision_pipeline.reporting.b import Store\nfrom decision_pipeline.reporting.a import Store\n"}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert _borrowed_imports(tmp_path, [tmp_path / "user.py"]) == ["user.py: Store from decision_pipeline.reporting.b"]
+
+
+# ------------------------------------------------------------ end of reporting's sub-packages (issue 55)

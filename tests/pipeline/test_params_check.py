@@ -24,7 +24,7 @@ def _check(tmp_path: Path, data: dict, *sets: str) -> subprocess.CompletedProces
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     args = [a for s in sets for a in ("--set", s)]
-    return subprocess.run([sys.executable, "-m", "decision_pipeline.config", "check", "--params", str(path), *args],
+    return subprocess.run([sys.executable, "-m", "decision_pipeline", "config", "check", "--params", str(path), *args],
                           cwd=ROOT, env=_plain_make_env(), capture_output=True, text=True)
 
 
@@ -82,7 +82,7 @@ def test_collect_errors_puts_back_the_culprit_so_the_next_error_shows():
 def test_an_empty_or_non_mapping_params_file_is_one_line(tmp_path, text):
     path = tmp_path / "params.yaml"
     path.write_text(text)
-    proc = subprocess.run([sys.executable, "-m", "decision_pipeline.config", "check", "--params", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "decision_pipeline", "config", "check", "--params", str(path)],
                           cwd=ROOT, env=_plain_make_env(), capture_output=True, text=True)
     assert proc.returncode == 2 and str(path) in proc.stderr and "mapping of sections" in proc.stderr
 
@@ -121,7 +121,7 @@ def test_make_check_keeps_a_list_with_a_blank_as_one_override(tmp_path):
     made = subprocess.run(["make", "--no-print-directory", "-n", "check", f"STAMP={stamp}", "SET=items.families=[keyword, nope] x.y='it''s'"],
                           cwd=ROOT, env=_plain_make_env(), capture_output=True, text=True)
     command = made.stdout.strip().splitlines()[-1]
-    assert command.startswith(".venv/bin/python -m decision_pipeline.config check --sets "), command
+    assert command.startswith(".venv/bin/python -m decision_pipeline config check --sets "), command
     import shlex
     argv = shlex.split(command)
     assert argv[-2:] == ["--sets", "items.families=[keyword, nope] x.y='it''s'"]

@@ -114,7 +114,7 @@ def test_doubled_batch_without_accumulation_refused(shape, gpu):
 def test_cli_exit_codes(tmp_path, gpu):
     merged = tmp_path / "gpu.yaml"
     merged.write_text(yaml.safe_dump(gpu))
-    cmd = [sys.executable, "-m", "decision_pipeline.preflight", "plan", "--params", str(merged),
+    cmd = [sys.executable, "-m", "decision_pipeline", "preflight", "plan", "--params", str(merged),
            "--model-config", str(FIXTURE)]
     ok = subprocess.run(cmd + ["--gpu-gib", "141"], capture_output=True, text=True, cwd=ROOT)
     assert ok.returncode == 0, ok.stderr

@@ -47,8 +47,8 @@ def test_loss_heads_traced_on_cpu():
 
 
 def _compare_cli(path: Path) -> subprocess.CompletedProcess:
-    """The real entry point, `python -m decision_pipeline.preflight compare`, in a fresh interpreter."""
-    return subprocess.run([sys.executable, "-m", "decision_pipeline.preflight", "compare", "--measured", str(path)],
+    """The real entry point, `python -m decision_pipeline preflight compare`, in a fresh interpreter."""
+    return subprocess.run([sys.executable, "-m", "decision_pipeline", "preflight", "compare", "--measured", str(path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
@@ -56,7 +56,7 @@ def _compare_main(path: Path, capsys, monkeypatch) -> subprocess.CompletedProces
     """The same CLI's `main(argv)` in this process (what `python -m` runs), its exit code and output captured:
     a fresh interpreter re-traces the loss heads on CPU (~8 s) for every refusal; one subprocess run above
     proves the entry point itself."""
-    from decision_pipeline.preflight.__main__ import main
+    from decision_pipeline.preflight.cli import main
     monkeypatch.chdir(ROOT)
     capsys.readouterr()
     rc = main(["compare", "--measured", str(path)])

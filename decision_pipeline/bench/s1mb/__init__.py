@@ -62,7 +62,7 @@ Strict JSON
     ``read_json(path)``, ``write_json(path, value)``, ``loads_strict(text)``:
     NaN/Infinity and duplicate keys rejected; ``.json.xz`` compressed; 64 MiB cap.
 Command line
-    ``python -m decision_pipeline.bench.s1mb metrics FILE.jsonl`` and ``... aggregate FILE.json``.
+    ``python -m decision_pipeline s1mb metrics FILE.jsonl`` and ``... aggregate FILE.json``.
 """
 from .aggregate import (
     BenchmarkScore, borda, category_tasks, display, eligible, leaderboard, task_avg, task_scores,
