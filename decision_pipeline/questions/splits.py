@@ -33,7 +33,7 @@ class ItemsParams:
     external: str = rule(external=True, doc="JSONL/Parquet question file split like the rest (a dep of the stage); "
                              "configs/external/none = none")
     seed_offset: int = rule(min=0, doc="added to base.seed for the generated questions alone: a noise study "
-                            "regenerates the data with it (reporting/noise_study.py, source data)")
+                            "regenerates the data with it (reporting/review/noise_study.py, source data)")
 
     def __post_init__(self) -> None:
         if set(self.splits) != set(SPLITS) or abs(sum(self.splits.values()) - 1) > 1e-9:
