@@ -121,7 +121,7 @@ def run_setup(model_dir: str, examples: list[dict], dev: list[dict], p: SFTParam
 def scored_loss(model, examples: list[dict], readout_weight: float, pad_id: int) -> float:
     """Joint loss of the trained model on a fixed seeded sample of 256 training examples (fp32, eval)."""
     from decision_pipeline.decision.sft.data import JointCollator
-    from decision_pipeline.decision.sft.trainer import joint_losses
+    from decision_pipeline.decision.sft.loss import joint_losses
 
     sample = random.Random(0).sample(examples, min(256, len(examples)))
     collate, total = JointCollator(pad_id), []
@@ -137,7 +137,7 @@ def scored_loss(model, examples: list[dict], readout_weight: float, pad_id: int)
 def forward_check(model_dir: str, examples: list[dict], pad_id: int) -> float:
     """Relative difference of one batch's joint loss under bf16 autocast vs fp32, same weights."""
     from decision_pipeline.decision.sft.data import JointCollator
-    from decision_pipeline.decision.sft.trainer import joint_losses
+    from decision_pipeline.decision.sft.loss import joint_losses
 
     model = load_model(model_dir)
     batch = JointCollator(pad_id)(examples[:16])

@@ -11,7 +11,7 @@ from decision_pipeline.lm.training import PretrainParams
 def test_run_control_is_marked_on_each_class_that_resumes():
     """The knobs that may change under a resumable run, read from the dataclasses (one definition)."""
     assert run_control_fields(PretrainParams) == {"threads", "save_steps", "launch"}
-    assert run_control_fields(SFTParams) == {"threads", "save_steps", "gradient_checkpointing"}
+    assert run_control_fields(SFTParams) == {"threads", "save_steps", "gradient_checkpointing", "loss_chunk_tokens"}
     assert run_control_fields(RLParams) == {"threads", "save_steps", "gradient_checkpointing",
                                             "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode"}
     assert run_control_fields(GenerateParams) == {"deadline_minutes", "teacher_token_cap", "teacher_usd_per_mtok_in",

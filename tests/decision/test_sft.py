@@ -7,7 +7,8 @@ import torch
 from decision_pipeline.decision.sft.data import (MAX_LABELS, JointCollator, build_joint_examples, readout_example,
                                                  readout_target)
 from decision_pipeline.decision.sft.config import SFTParams, lr_rule
-from decision_pipeline.decision.sft.trainer import joint_losses, train_joint
+from decision_pipeline.decision.sft.loss import joint_losses
+from decision_pipeline.decision.sft.trainer import train_joint
 from decision_pipeline.lm.model import load_model
 from tests.micro import micro_params
 

@@ -6,7 +6,8 @@ from transformers import TrainerCallback
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.lm.launch import LaunchParams
 from decision_pipeline.decision.sft.data import JointCollator, build_joint_examples
-from decision_pipeline.decision.sft.trainer import _chain_sums, joint_losses, sft_config, train_joint
+from decision_pipeline.decision.sft.loss import _chain_sums, joint_losses
+from decision_pipeline.decision.sft.trainer import sft_config, train_joint
 from decision_pipeline.lm.model import load_model
 from tests.decision.test_sft import sft_params
 

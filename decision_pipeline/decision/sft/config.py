@@ -115,6 +115,11 @@ class SFTParams:
                                  "so all is the default: docs/performance.md)")
     bf16: bool = rule(doc="bf16 autocast on CPU (a GPU always trains in bf16)")
     long_chain_tokens: int = rule(min=0, doc="examples longer than this train one per forward pass; 0 = off")
+    loss_chunk_tokens: int = rule(run_control=True, min=1, doc="positions of each row whose logits the joint loss "
+                                  "builds at once (1 to max_length): the LM head runs chunk by chunk and backward "
+                                  "recomputes each chunk, so a micro-batch holds micro_batch_size x this many "
+                                  "positions' logits instead of x its length (the largest term of a 152k "
+                                  "vocabulary's training step); max_length = one chunk, no recomputation")
     save_steps: int = rule(run_control=True, min=0, doc="checkpoint every N steps for resume; 0 = none")
     seed_offset: int = rule(min=0, doc="training seed = base.seed + offset; data and splits unchanged")
     threads: int = rule(run_control=True, min=1, doc="torch CPU threads (split across the launch's processes)")
@@ -126,6 +131,10 @@ class SFTParams:
                                         "(less memory, ~30% more compute; on for large bases on a GPU)")
 
     def __post_init__(self) -> None:
+        if self.loss_chunk_tokens > self.max_length:
+            raise PipelineError(f"params.yaml: sft.loss_chunk_tokens ({self.loss_chunk_tokens}) is larger than "
+                                f"sft.max_length ({self.max_length}), the longest row; set it between 1 and "
+                                "sft.max_length (max_length = one chunk)")
         if self.batch_size % self.launch.num_processes:
             raise PipelineError(f"params.yaml: sft.batch_size ({self.batch_size}) must be divisible by "
                                 f"sft.launch.num_processes ({self.launch.num_processes}): the global batch "

@@ -11,7 +11,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback, TrainerState
 from trl import SFTConfig, SFTTrainer
@@ -25,71 +24,7 @@ from decision_pipeline.decision.parsing import parse_answer
 from decision_pipeline.decision.prompts import label_ids
 from decision_pipeline.decision.sft.config import SFTParams
 from decision_pipeline.decision.sft.data import MAX_LABELS, JointCollator
-
-
-def _chain_sums(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(sum of weighted next-token NLL, sum of weights) of a batch.
-
-    fp32 logits (CPU) are used as they are; lower-precision logits (bf16 on a GPU) are cast to fp32
-    only at the positions that carry loss, so no fp32 copy of `[batch, length, vocabulary]` is made
-    for padding (a 152k vocabulary: 0.6 MB per position).
-    """
-    ids, weights = batch["input_ids"], batch["loss_weights"]
-    w = weights[:, 1:]
-    if logits.dtype != torch.float32:
-        keep = w > 0
-        token_nll = F.cross_entropy(logits[:, :-1][keep].float(), ids[:, 1:][keep], reduction="none")
-        return (token_nll * w[keep]).sum(), w.sum()
-    token_nll = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
-                                reduction="none").view(ids.shape[0], -1)
-    return (token_nll * w).sum(), w.sum()
-
-
-def _readout_rows(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
-    """Soft-target cross-entropy of each readout row (None when the batch has no readout example)."""
-    rows = torch.nonzero(batch["readout_pos"] >= 0).flatten()
-    if len(rows) == 0:
-        return None
-    pos = batch["readout_pos"][rows]
-    label_ids, target = batch["readout_label_ids"][rows], batch["readout_target"][rows]
-    last = logits[rows, pos]                                  # [r, vocab]
-    valid = label_ids >= 0
-    picked = last.gather(1, label_ids.clamp(min=0)).float().masked_fill(~valid, float("-inf"))
-    logp = torch.log_softmax(picked, dim=-1).masked_fill(~valid, 0.0)
-    return -(target * logp).sum(-1)
-
-
-def joint_losses(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(weighted next-token loss, soft-target readout loss); either is 0 when the batch has none."""
-    nll_sum, weight_sum = _chain_sums(logits, batch)
-    chain = nll_sum / weight_sum.clamp(min=1e-8)
-    readout = _readout_rows(logits, batch)
-    return chain, (logits.new_zeros((), dtype=torch.float32) if readout is None else readout.mean())
-
-
-def global_joint_losses(logits: torch.Tensor, batch: dict[str, torch.Tensor],
-                        world: int) -> tuple[torch.Tensor, torch.Tensor, float, float]:
-    """This process's share of the global-batch losses, and the global losses for the log.
-
-    Why: DDP averages gradients over processes, so a per-process mean weights a short
-    half-batch like a long one and the run drifts from the single-process one. Each
-    share is `world x (this process's sum) / (global count)`: averaged by DDP, the
-    gradient is exactly that of `joint_losses` on the whole batch. One all-reduce of
-    four numbers gives the counts and the logged values.
-    """
-    import torch.distributed as dist
-
-    nll_sum, weight_sum = _chain_sums(logits, batch)
-    rows = _readout_rows(logits, batch)
-    readout_sum = logits.new_zeros((), dtype=torch.float32) if rows is None else rows.sum()
-    n_rows = 0.0 if rows is None else float(len(rows))
-    totals = torch.stack([nll_sum.detach(), weight_sum.detach().float(), readout_sum.detach(),
-                          logits.new_tensor(n_rows, dtype=torch.float32)])
-    dist.all_reduce(totals)
-    chain_total, weight_total, readout_total, rows_total = totals.tolist()
-    chain = nll_sum * world / max(weight_total, 1e-8)
-    readout = readout_sum * world / rows_total if rows_total else logits.new_zeros((), dtype=torch.float32)
-    return chain, readout, chain_total / max(weight_total, 1e-8), readout_total / rows_total if rows_total else 0.0
+from decision_pipeline.decision.sft.loss import JointSums, global_joint_losses, mean_losses, model_sums
 
 
 class LengthAwareBatchSampler:
@@ -124,10 +59,12 @@ class LengthAwareBatchSampler:
 class JointSFTTrainer(SFTTrainer, CpuProcessesResume):
     """SFTTrainer whose loss is chain LM loss + `readout_weight` × soft-target readout loss."""
 
-    def __init__(self, *args: Any, readout_weight: float = 1.0, long_chain_tokens: int = 0, **kwargs: Any):
+    def __init__(self, *args: Any, readout_weight: float = 1.0, long_chain_tokens: int = 0,
+                 loss_chunk_tokens: int = 0, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.readout_weight = readout_weight
         self.long_chain_tokens = long_chain_tokens
+        self.loss_chunk_tokens = loss_chunk_tokens   # 0: one chunk per row (the full logits)
         self.part_log: list[dict] = []
 
     def get_train_dataloader(self):
@@ -162,17 +99,17 @@ class JointSFTTrainer(SFTTrainer, CpuProcessesResume):
             self._window_sums = [0.0, 0.0, 0]
         return samples, num_items
 
-    def _accumulated_losses(self, logits: torch.Tensor, inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def _accumulated_losses(self, sums: JointSums) -> tuple[torch.Tensor, torch.Tensor]:
         """This micro-batch's share of the step losses (scaled for the trainer's division by the
         accumulation steps and DDP's average over processes); logs the step once its last share is in."""
         world, steps = self.accelerator.num_processes, self.current_gradient_accumulation_steps
         weight_total, rows_total = self._window
-        nll_sum, _ = _chain_sums(logits, inputs)
-        rows = _readout_rows(logits, inputs)
-        readout_sum = logits.new_zeros((), dtype=torch.float32) if rows is None else rows.sum()
+        nll_sum, _, rows = sums
+        zero = nll_sum.new_zeros((), dtype=torch.float32)
+        readout_sum = zero if rows is None else rows.sum()
         scale = world * steps
         chain = nll_sum * scale / max(weight_total, 1e-8)
-        readout = readout_sum * scale / rows_total if rows_total else logits.new_zeros((), dtype=torch.float32)
+        readout = readout_sum * scale / rows_total if rows_total else zero
         sums = self._window_sums
         sums[0] += float(nll_sum.detach())
         sums[1] += float(readout_sum.detach())
@@ -190,16 +127,18 @@ class JointSFTTrainer(SFTTrainer, CpuProcessesResume):
         return chain, readout
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], use_cache=False)
+        """The joint loss from the model's last hidden state, the LM head applied `loss_chunk_tokens` positions
+        at a time (sft/loss.py): no `[batch, length, vocabulary]` logits are built."""
+        sums, outputs = model_sums(model, inputs, self.loss_chunk_tokens)
         world = self.accelerator.num_processes
         if model.training and self.args.gradient_accumulation_steps > 1:
-            chain, readout = self._accumulated_losses(outputs.logits, inputs)
+            chain, readout = self._accumulated_losses(sums)
             loss = chain + self.readout_weight * readout
             return (loss, outputs) if return_outputs else loss
         if world > 1:
-            chain, readout, chain_log, readout_log = global_joint_losses(outputs.logits, inputs, world)
+            chain, readout, chain_log, readout_log = global_joint_losses(sums, world)
         else:
-            chain, readout = joint_losses(outputs.logits, inputs)
+            chain, readout = mean_losses(sums)
             chain_log, readout_log = float(chain.detach()), float(readout.detach())
         loss = chain + self.readout_weight * readout
         if model.training:
@@ -265,7 +204,8 @@ def train_joint(model: PreTrainedModel, tok: PreTrainedTokenizerBase, examples: 
     lora = lora_config(s.lora_r, s.lora_alpha, s.lora_targets, trainable_token_indices=tokens)
     trainer = quiet(JointSFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tok,
                                     data_collator=JointCollator(tok.pad_token_id), peft_config=lora,
-                                    readout_weight=s.readout_weight, long_chain_tokens=s.long_chain_tokens))
+                                    readout_weight=s.readout_weight, long_chain_tokens=s.long_chain_tokens,
+                                    loss_chunk_tokens=s.loss_chunk_tokens))
     if on_save is not None and is_main():
         trainer.add_callback(_SaveLossLog(lambda step: on_save(step, list(trainer.part_log))))
     own_progress = progress is None
