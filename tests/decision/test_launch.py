@@ -195,12 +195,15 @@ def test_two_cpu_processes_give_the_one_process_loss(inputs, tmp_path, monkeypat
 @pytest.mark.slow
 def test_two_processes_with_micro_batches_give_the_one_process_loss(inputs, tmp_path, monkeypatch, capsys,
                                                                     one_process):
-    """sft.micro_batch_size under 2 gloo processes: global batch 4 = 2 processes x micro 1 x accumulation 2.
+    """sft.micro_batch_size under 2 gloo processes: global batch 4 = 2 processes x micro 1 x accumulation 2,
+    and the joint loss in 8-position chunks (sft.loss_chunk_tokens; the one-process run takes each row whole).
 
     Each micro-batch's share is its sums over the step's all-reduced totals, so the run must match
-    the one-process whole-batch run as the plain 2-process run does (same tolerances, same reason)."""
+    the one-process whole-batch run as the plain 2-process run does (same tolerances, same reason); the
+    chunks' LM-head calls run outside DDP's forward, under checkpoint, and their gradients still reduce."""
     monkeypatch.chdir(ROOT)
-    micro = {"micro_batch_size": 1, "launch": {"config": "configs/accelerate/ddp.yaml", "num_processes": 2}}
+    micro = {"micro_batch_size": 1, "loss_chunk_tokens": 8,
+             "launch": {"config": "configs/accelerate/ddp.yaml", "num_processes": 2}}
     proc = run_stage("stages.sft", sft_argv(inputs, write_params(tmp_path, "m2", micro), tmp_path / "m2"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     one, two = (json.loads((d / "sft.json").read_text()) for d in (one_process, tmp_path / "m2"))

@@ -69,6 +69,17 @@ def test_the_chunk_sets_the_loss_head(shape, gpu):
     assert heads[2] == 0.0      # at 2,048 one recomputed layer (6.9 GiB) outweighs the loss head
 
 
+def test_a_40_gib_card_needs_a_smaller_vllm_share(shape, gpu):
+    """docs/gpu.md's card table: on 40 GiB only the post-chain readout (beside vLLM's 0.8 of the card) is
+    refused, naming runtime.vllm_gpu_memory_utilization; at 0.65 every stage fits."""
+    errs = failures(memory_plan(gpu, shape, 40), 40)
+    assert len(errs) == 1 and "stage post-chain readout needs 43.5 GiB" in errs[0]
+    assert errs[0].endswith("change runtime.vllm_gpu_memory_utilization")
+    smaller = copy.deepcopy(gpu)
+    smaller["runtime"]["vllm_gpu_memory_utilization"] = 0.65
+    assert failures(memory_plan(smaller, shape, 40), 40) == []
+
+
 @pytest.mark.parametrize("chunk", [0, -1, 32769, "4096", True])
 def test_a_bad_chunk_is_one_line_naming_the_key(shape, gpu, chunk):
     from decision_pipeline.common.errors import PipelineError

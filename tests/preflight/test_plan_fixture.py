@@ -154,3 +154,81 @@ def test_a_smoke_json_compares_directly(tmp_path):
     # sft 1 x 8,192 through the joint loss: 7.49 weights + 1.48 adapters/AdamW (12 B x 132M) + 1.41 activations
     # (8,192 x 36 x 2,560 x 2 B) + 16.24 loss head (8,192 x 151,936 x 14 B)
     assert rows[0].plan_gib == pytest.approx(7.49 + 1.48 + 1.41 + 16.24, abs=0.02)
+
+
+def _smoke_of(*rows: tuple[str, dict, float]) -> dict:
+    """A smoke.json as preflight/smoke.py writes it on a GPU."""
+    return {"device": "NVIDIA H100 80GB HBM3", "torch": "2.13.0+cu129",
+            "rows": [{"stage": stage, "peak_gib": peak, "detail": detail} for stage, detail, peak in rows]}
+
+
+def test_record_fills_the_held_out_rows_with_their_provenance(tmp_path, capsys, monkeypatch):
+    """`preflight record`: the smoke's rows land on the held-out rows of the same configuration (LoRA rank and
+    chunk included), each with the GPU, versions, date and commit; a row measured at another rank stays
+    unmeasured; compare then shows the held-out differences apart from the fitted ones."""
+    sft = {"rows": 1, "length": 32768, "accumulation": 1, "loss": "joint", "chunk": 4096, "lora_r": 64,
+           "gradient_checkpointing": True}
+    grpo = {"micro": 1, "prompt": 256, "completion": 4096, "logprob_path": "triton", "lora_r": 32,
+            "gradient_checkpointing": True}
+    smoke = _smoke_of(("sft", sft, 23.5), ("grpo", grpo, 10.4), ("sft", dict(sft, lora_r=8), 22.0))
+    env = {"gpu": "NVIDIA H100 80GB HBM3", "gpu_gib": 79.2, "python": "3.12.3", "torch": "2.13.0+cu129",
+           "transformers": "5.17.0", "peft": "0.21.2", "trl": "1.16.0", "triton": "3.6.0", "numpy": "2.3"}
+    (tmp_path / "smoke.json").write_text(json.dumps(smoke))
+    (tmp_path / "env.json").write_text(json.dumps(env))
+    from decision_pipeline.preflight.cli import main
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    rc = main(["record", "--smoke", str(tmp_path / "smoke.json"), "--env", str(tmp_path / "env.json"),
+               "--commit", "abc1234", "--out", str(tmp_path / "table.json")])
+    out = capsys.readouterr().out
+    assert rc == 0 and "2 held-out row(s) measured" in out and "sft 2x8192 joint chunk 4096 r64" in out
+    table = load(tmp_path / "table.json")
+    filled = [r for r in table["memory"] if "provenance" in r]
+    assert [(r["stage"], r["measured_gib"]) for r in filled] == [("sft", 23.5), ("grpo", 10.4)]
+    prov = filled[0]["provenance"]
+    assert prov["machine"] == "NVIDIA H100 80GB HBM3 (79.2 GiB)" and prov["commit"] == "abc1234"
+    assert prov["versions"] == {k: env[k] for k in ("python", "torch", "transformers", "peft", "trl", "triton")}
+    assert [r for r in table["memory"] if r["set"] == "fitted"] == [r for r in load(H200)["memory"]
+                                                                    if r["set"] == "fitted"]
+    rows = compare(table)
+    held = {c.label: c for c in rows if c.held_out}
+    assert held["sft 1x32768 joint chunk 4096 r64"].measured_gib == 23.5
+    assert held["sft 1x32768 joint chunk 4096 r64"].rel == pytest.approx(23.0 / 23.5 - 1, abs=0.01)
+    assert held["sft 1x16384 joint chunk 4096 r16"].measured_gib is None
+    run = _compare_main(tmp_path / "table.json", capsys, monkeypatch)
+    assert run.returncode == 0 and "held out: 2 of 7 measured" in run.stdout
+    assert "[NVIDIA H100 80GB HBM3 (79.2 GiB)," in run.stdout
+
+
+def test_a_held_out_row_outside_the_tolerance_fails(tmp_path, capsys, monkeypatch):
+    data = json.loads(H200.read_text())
+    row = next(r for r in data["memory"] if r["set"] == "held_out" and r["stage"] == "sft")
+    row["measured_gib"] = 40.0                     # the plan says 23.0
+    bad = tmp_path / "table.json"
+    bad.write_text(json.dumps(data))
+    run = _compare_main(bad, capsys, monkeypatch)
+    assert run.returncode == 2 and "OUTSIDE 15%" in run.stdout.split("held-out rows")[1]
+    assert "sft 1x32768 joint chunk 4096 r64" in run.stderr
+
+
+@pytest.mark.parametrize("args, says", [
+    ([], "record needs --smoke"),
+    (["--smoke", "/nonexistent/smoke.json", "--out", "x.json"], "--smoke /nonexistent/smoke.json: not a readable"),
+])
+def test_record_bad_input_is_one_line(tmp_path, capsys, monkeypatch, args, says):
+    from decision_pipeline.preflight.cli import main
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    rc = main(["record", *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and says in err[0]
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_an_unmeasured_fitted_row_is_refused(tmp_path, capsys, monkeypatch):
+    data = json.loads(H200.read_text())
+    del data["memory"][0]["measured_gib"]
+    bad = tmp_path / "table.json"
+    bad.write_text(json.dumps(data))
+    run = _compare_main(bad, capsys, monkeypatch)
+    assert run.returncode == 2 and "memory row 1 (readout): key 'measured_gib' missing" in run.stderr
