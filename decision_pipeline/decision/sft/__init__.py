@@ -4,6 +4,7 @@
 - `config.py`: SelectChainsParams, LrSweepParams and the learning-rate rule, SFTParams (torch-free);
 - `chains.py`: which generated chains train (loops and look-ups dropped, the shortest correct kept);
 - `data.py`: the joint examples (chains + soft-target readout) and their collator;
+- `loss.py`: the joint loss from the last hidden state, the LM head applied in chunks (no full logits);
 - `trainer.py`: `JointSFTTrainer` (TRL's SFTTrainer with the joint loss), its config and the dev readout;
 - `run.py`: one run end to end, shared by `sft` and `lr_sweep` (resume, loss log, dev readout).
 

@@ -1,8 +1,8 @@
 """Run the joint LoRA SFT with TRL and measure the readout on held-out questions.
 
 `JointSFTTrainer` is TRL's `SFTTrainer` with the joint loss (chain LM loss + soft-target readout
-loss on the examples of data.py); both parts are logged separately so the loss curves show which
-one moves.
+loss on the examples of data.py, computed by loss.py in `sft.loss_chunk_tokens` chunks without full
+logits); both parts are logged separately so the loss curves show which one moves.
 """
 from __future__ import annotations
 
