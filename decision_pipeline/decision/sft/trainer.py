@@ -99,12 +99,12 @@ class JointSFTTrainer(SFTTrainer, CpuProcessesResume):
             self._window_sums = [0.0, 0.0, 0]
         return samples, num_items
 
-    def _accumulated_losses(self, sums: JointSums) -> tuple[torch.Tensor, torch.Tensor]:
+    def _accumulated_losses(self, part: JointSums) -> tuple[torch.Tensor, torch.Tensor]:
         """This micro-batch's share of the step losses (scaled for the trainer's division by the
         accumulation steps and DDP's average over processes); logs the step once its last share is in."""
         world, steps = self.accelerator.num_processes, self.current_gradient_accumulation_steps
         weight_total, rows_total = self._window
-        nll_sum, _, rows = sums
+        nll_sum, _, rows = part
         zero = nll_sum.new_zeros((), dtype=torch.float32)
         readout_sum = zero if rows is None else rows.sum()
         scale = world * steps
