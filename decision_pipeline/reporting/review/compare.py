@@ -21,24 +21,15 @@ from typing import Any
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.reporting.review.diff import (
     ADDED, CHANCE, IN, LEGEND, NONE, OUT, SET, SETUP, bands, mark_judged, noise_files, set_by, verdict)
+from decision_pipeline.reporting.review.spread import flatten
 from decision_pipeline.reporting.report.sections import SECTIONS
 
 HEADLINE = "metrics/headline.json"
 MARK = {OUT: "outside noise", CHANCE: CHANCE, IN: IN, SET: SET, SETUP: "fixed by the setup", NONE: "no recorded noise"}
 
 
-def _flat(obj: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested params as {dotted.key: value} (lists kept whole), as `dvc params diff` names them."""
-    if isinstance(obj, dict):
-        out: dict[str, Any] = {}
-        for k, v in obj.items():
-            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: obj}
-
-
 def _params(data: dict) -> dict[str, Any]:
-    return _flat((((data.get("params") or {}).get("params.yaml") or {}).get("data")) or {})
+    return flatten((((data.get("params") or {}).get("params.yaml") or {}).get("data")) or {})
 
 
 def _runs(show: Any) -> list[tuple[str, dict, dict]]:
