@@ -279,7 +279,7 @@ def _changes(rows: list[dict], count: dict, base: str, source: str) -> list[str]
         out += ["", "#### Headline numbers (the README table)", ""] + _table(heads, base, label=True)
     noisy = [r for r in rows if r["verdict"] in (OUT, CHANCE, IN)]
     made = [r for r in rows if r["verdict"] == SET]
-    other = [r for r in rows if r not in noisy and r not in made]
+    other = [r for r in rows if r["verdict"] in (SETUP, NONE, ADDED)]
     if noisy:
         out += ["", "#### Every metric with a recorded noise", ""] + _table(noisy, base)
     if made:
