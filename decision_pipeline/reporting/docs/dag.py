@@ -117,8 +117,21 @@ def _edge_point(centre: tuple[float, float], half: tuple[float, float], toward: 
     return centre[0] + dx * t, centre[1] + dy * t
 
 
-def draw(stages: list[str], edges: list[tuple[str, str]], out: Path, stamp: str) -> Path:
-    """Boxes at the hand-laid positions, one arrow per family pair (width by stage-edge count)."""
+MARGIN = 0.12   # data units of white around the outermost boxes (their rounded pad and stroke included)
+
+
+def limits(lines: dict[str, list[str]]) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The drawing's x and y range: every box with MARGIN to spare. A fixed range clipped the top of the
+    'annotation' box once its stage list grew (issue 54)."""
+    xs = [x + sign * BOX_W / 2 for x, _ in POSITIONS.values() for sign in (-1, 1)]
+    ys = [y + sign * box_height(len(lines[fam])) / 2 for fam, (_, y) in POSITIONS.items() for sign in (-1, 1)]
+    return (min(xs) - MARGIN, max(xs) + MARGIN), (min(ys) - MARGIN, max(ys) + MARGIN)
+
+
+def draw(stages: list[str], edges: list[tuple[str, str]], out: Path, stamp: str,
+         ylim: tuple[float, float] | None = None) -> Path:
+    """Boxes at the hand-laid positions, one arrow per family pair (width by stage-edge count); `ylim`
+    overrides the fitted y range (the tests draw the old fixed one)."""
     import io
 
     import matplotlib
@@ -133,8 +146,9 @@ def draw(stages: list[str], edges: list[tuple[str, str]], out: Path, stamp: str)
     with matplotlib.rc_context(style.DAG_RC):
         fig = style.agg_figure(style.DAG_SIZE, style.DPI)
         ax = fig.add_axes((0.005, 0.04, 0.99, 0.9))
-        ax.set_xlim(-0.6, 7.8)
-        ax.set_ylim(-2.2, 3.4)
+        xlim, fitted = limits(lines)
+        ax.set_xlim(*xlim)
+        ax.set_ylim(*(ylim or fitted))
         ax.axis("off")
         for (fa, fb), n in sorted(fam_edges.items()):
             if fb == "report":

@@ -18,6 +18,7 @@ from pathlib import Path
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.yamlio import load_yaml
 from decision_pipeline.common.io import atomic_dir, write_bytes_atomic, write_json
+from decision_pipeline.reporting.layout import caption_problems
 from decision_pipeline.reporting.report import pdf
 from decision_pipeline.reporting.report import figures as F
 from decision_pipeline.reporting.report.claims import load_claims, store_claims
@@ -184,10 +185,14 @@ def build_report(root: str | Path, pdf_out: str | Path, summary_out: str | Path,
     meta, lists, stages = run_meta(root, params_path), listings(root, params_path), stages_of(root, params_path)
     n_min, claims = load_claims(store)
     F.LAYOUT_PROBLEMS.clear()
+    F.BAR_VALUES.clear()
     with atomic_dir(root / figures_dir) as tmp:
         blocks = []
         for sec, sentences, rows, figs in plan.active:
             drawn = [draw(store, f, tmp / f"{f.id}.png") for f in figs]
+            for f, png in drawn:        # a caption that says more than its bars show is a defect too
+                F.LAYOUT_PROBLEMS.setdefault(png.name, []).extend(
+                    f"figure {f.id}: {p}" for p in caption_problems(f.caption, F.BAR_VALUES.get(png.name, {})))
             blocks.append(pdf.Block(sec, sentences, sentences[:sec.key_sentences], rows, drawn))
         data = pdf.render(meta, blocks, plan.skipped, lists, stages, claims, n_min, noise_note(store))
     write_json(root / summary_out, summary_entries(plan.rows))

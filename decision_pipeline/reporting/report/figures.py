@@ -48,6 +48,8 @@ def figure(ncols: int = 1, nrows: int = 1, height: float = style.REPORT_HEIGHT,
 
 # Layout defects found while saving (figure_problems), per PNG name: the build logs them, the tests require none.
 LAYOUT_PROBLEMS: dict[str, list[str]] = {}
+# The drawn bar groups per PNG name ({series: {category: height}}): the build reads each caption's claims against them.
+BAR_VALUES: dict[str, dict[str, dict[str, float]]] = {}
 TASK_NAMES = {"noul": "yes/no"}      # display names of internal task keys (noul: "does a word occur in a list?")
 
 
@@ -71,9 +73,10 @@ def save(fig: Figure, path: Path) -> Path:
     """
     from PIL import Image
 
-    from decision_pipeline.reporting.layout import figure_problems
+    from decision_pipeline.reporting.layout import bar_table, figure_problems
 
     LAYOUT_PROBLEMS[Path(path).name] = figure_problems(fig)
+    BAR_VALUES[Path(path).name] = bar_table(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=style.DPI, facecolor=style.BACKGROUND)
     buf.seek(0)
@@ -100,7 +103,10 @@ def items_and_pool(store: Store, out: Path) -> Path:
             vals = [store.number(rel, f"{key}.{k}") for k in keys]
             bars = ax.bar(range(len(keys)), vals, color=color(i))
             bar_labels(ax, bars, vals, ",.0f")
-            ax.set_xticks(range(len(keys)), [k if len(k) <= 6 else k[:5] + "." for k in keys], fontsize=7)
+            # whole names, slanted: six splits abbreviated side by side touched ('benchcalib.', issue 54)
+            words = any(not k.isdigit() for k in keys)
+            ax.set_xticks(range(len(keys)), keys, fontsize=7, rotation=30 if words else 0, ha="right" if words else "center",
+                          rotation_mode="anchor")
             ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
             ax.margins(y=0.15)
         return save(fig, out)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 
+from decision_pipeline.reporting import style
 from decision_pipeline.reporting.report.figures import color, figure, legend_outside, save
 from decision_pipeline.reporting.report.sources import Store
 
@@ -90,18 +92,31 @@ def quality_by_dimension(store: Store, out: Path) -> Path:
 
 
 def robustness_by_safety(store: Store, out: Path) -> Path:
+    """Accept rate per candidate (rows) and document safety score (columns), each cell labelled.
+
+    A grid, not lines: several candidates share whole curves (two at 0 everywhere), and a line drawn over
+    another through the same points hid a series the legend listed (issue 54)."""
     names = candidates(store)
-    with figure() as (fig, axes):
+    scores = sorted(set().union(*(store.mapping(RANKING, f"rows.{c}.accept_rate_by_safety") for c in names)), key=float)
+    grid = np.full((len(names), len(scores)), np.nan)
+    for i, c in enumerate(names):
+        by = store.mapping(RANKING, f"rows.{c}.accept_rate_by_safety")
+        for j, k in enumerate(scores):
+            if k in by:
+                grid[i, j] = store.number(RANKING, f"rows.{c}.accept_rate_by_safety.{k}")
+    cmap = matplotlib.colormaps[style.HEATMAP].with_extremes(bad=style.EMPTY_CELL)
+    with figure(height=0.45 * len(names) + 1.3) as (fig, axes):
         ax = axes[0, 0]
-        for i, c in enumerate(names):
-            by = store.mapping(RANKING, f"rows.{c}.accept_rate_by_safety")
-            scores = sorted(by, key=float)
-            ax.plot([float(k) for k in scores], [store.number(RANKING, f"rows.{c}.accept_rate_by_safety.{k}")
-                                                  for k in scores], "-o", color=color(i), ms=4,
-                    lw=2.5 - 0.4 * i, label=c)
-        ax.set(xlabel="document safety score (0 benign - 5 most unsafe)", ylabel="judge accept rate",
-               ylim=(-0.05, 1.05), title="Accept rate by the document's safety score")
-        legend_outside(fig, ax, title="candidate")
+        im = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=1, aspect="auto")
+        for (i, j), v in np.ndenumerate(grid):
+            ax.text(j, i, "—" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=7,
+                    color="black" if np.isnan(v) or v > 0.6 else "white")
+        ax.set_xticks(range(len(scores)), scores)
+        ax.set_yticks(range(len(names)), names)
+        ax.grid(False)
+        ax.set(xlabel="document safety score (0 benign - 5 most unsafe)",
+               title="Judge accept rate by the document's safety score")
+        fig.colorbar(im, ax=ax, label="accept rate", shrink=0.9)
         return save(fig, out)
 
 

@@ -53,6 +53,24 @@ def charter_text(s: Store) -> list[str]:
                   f"agreement, per-candidate improve/reflect/judge/throughput)."]
 
 
+def _leads(s: Store, names: list[str], top: str) -> str:
+    """Where `top` scores highest: 'leads on' only where no other candidate reaches it, 'ties for the top'
+    (naming who with) where one does; the report's page check reads "leads on" against the drawn bars."""
+    means = {c: {d: s.number(C.RANKING, f"rows.{c}.dimension_means.{d}")
+                 for d in s.mapping(C.RANKING, f"rows.{c}.dimension_means")} for c in names}
+    leads: list[str] = []
+    ties: dict[tuple[str, ...], list[str]] = {}
+    for d in sorted(means[top]):
+        best = max(m.get(d, float("-inf")) for m in means.values())
+        if means[top][d] == best:
+            others = tuple(c for c in names if c != top and means[c].get(d) == best)
+            (ties.setdefault(others, []) if others else leads).append(d.replace("_", " "))
+    tied = "; ".join(f"{' and '.join(ds)} (with {', '.join(who)})" for who, ds in ties.items())
+    parts = ([f"{top} leads on {', '.join(leads)}"] if leads else []) + \
+            ([f"{'it' if leads else top} ties for the top on {tied}"] if ties else [])
+    return "; ".join(parts) or f"{top} is highest on no dimension"
+
+
 def _charter_captions(s: Store) -> dict[str, str]:
     names = C.candidates(s)
     acc = {c: s.number(C.RANKING, f"rows.{c}.accept_rate") for c in names}
@@ -60,11 +78,8 @@ def _charter_captions(s: Store) -> dict[str, str]:
     afford = [c for c in names if s.raw(C.RANKING, f"rows.{c}.affordable")]
     out = {"cost": f"{len(afford)} of {len(names)} candidates are affordable; {top} has the highest judge accept rate "
                    f"({acc[top]:.2f}). Rule references need no GPU; GPU-hours are extrapolated from measured throughput.",
-           "dims": f"Rubric means per dimension (1-5) over the seed documents; {top} leads on "
-                   + ", ".join(d.replace('_', ' ') for d in sorted(s.mapping(C.RANKING, f'rows.{top}.dimension_means'))
-                               if s.number(C.RANKING, f"rows.{top}.dimension_means.{d}")
-                               >= max(s.number(C.RANKING, f"rows.{c}.dimension_means.{d}") for c in names))
-                   + ". One judge pass per repeat, deterministic rules here (spread 0).",
+           "dims": f"Rubric means per dimension (1-5) over the seed documents; {_leads(s, names, top)}. "
+                   "One judge pass per repeat, deterministic rules here (spread 0).",
            "safety": "Accept rate by the documents' safety score: "
                      + "; ".join(f"{c} {min(v.values()):.2f}\u2013{max(v.values()):.2f}"
                                  for c in names for v in [s.mapping(C.RANKING, f"rows.{c}.accept_rate_by_safety")])

@@ -7,8 +7,16 @@ how far the number moves between reruns, measured by the noise study (reporting/
 that source only. Within-run figures (item-bootstrap CIs, the spread of 3 pretrain seeds) are never
 used: they are about 4x smaller than whole-chain reruns.
 
-Rule: a change between two runs is **outside noise** when |change| > t(0.975, n-1) x sqrt(2) x SD, the
-95% band of the difference of two runs, widened by t because the SD comes from n runs. The source
+Rule: a change between two runs is outside its band when |change| > t(0.975, n-1) x sqrt(2) x SD, the
+95% band of the difference of two runs, widened by t because the SD comes from n runs. With hundreds of
+keys judged at once, 5% of them fall outside their band by chance alone (an expectation that holds
+however the keys move together), so the review says how many that is and marks **outside noise** only
+the keys that stay outside after the false-discovery rate across the judged keys is controlled
+(Benjamini-Hochberg at q = 0.05 on each key's two-sided t p-value, the p-value of that same band); the
+others read "outside band, within chance". The claims (metrics/claims.json) control the family-wise error
+over a handful of planned comparisons; a review screens hundreds of keys, where a false-discovery rate is
+the matching control. Keys a changed param sets by construction (a metric that echoes the param, the
+routing counts `s1mb.route_fraction` fixes: SET_BY_PARAM) are "set by the change", not findings. The source
 (`--source auto`): a change confined to `rl` reads rl_seed; to `sft`/`lr_sweep`, sft_seed; to
 `pretrain`, the larger of pretrain_init and pretrain_order; any other change, or none, reseed (the whole
 chain). A metric whose SD is 0 over reruns is fixed by the inputs and params: any change is a change
@@ -27,6 +35,8 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Sequence
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +50,58 @@ from decision_pipeline.reporting.review.spread import flatten_numbers
 
 BOUND_KEYS = {"ci_low", "ci_high", "p2_5", "p97_5"}
 OUT, IN, SETUP, NONE, ADDED = "**outside noise**", "inside noise", "fixed by the setup", "no recorded noise", "added/removed"
-ORDER = {OUT: 0, IN: 1, SETUP: 2, NONE: 3, ADDED: 4}
+CHANCE, SET = "outside band, within chance", "set by the change"
+ORDER = {OUT: 0, CHANCE: 1, IN: 2, SET: 3, SETUP: 4, NONE: 5, ADDED: 6}
+LEGEND = {IN: "the change is inside the 95% band of two runs' difference (t(0.975, n-1) x sqrt(2) x sd)",
+          OUT: "outside the band, and still after the false-discovery control across the judged keys "
+               "(Benjamini-Hochberg, q = 0.05): a finding",
+          CHANCE: "outside the band, but no more keys are outside than chance gives at this many keys",
+          SET: "a key the changed param sets by construction (it echoes the param, or SET_BY_PARAM): not a finding"}
+FDR_Q = 0.05          # the band's own level: at q = 0.05 one key alone reads as its 95% band
 SOURCE_OF_SECTIONS = ({"rl"}, "rl_seed"), ({"sft", "lr_sweep"}, "sft_seed"), ({"pretrain"}, "pretrain")
+# Metric keys ("file:key" patterns) a param moves by construction, whatever the model does: the share of
+# questions S1MB routes to thinking fixes how many are routed, and so how many of those parse or are read
+# after the chain (98 -> 66 at 0.3 -> 0.2). A metric that echoes a changed param is found without a pattern.
+SET_BY_PARAM: dict[str, tuple[str, ...]] = {
+    "s1mb.route_fraction": ("metrics/s1mb/*.json:routed_*",),
+}
 
 
 def _t975(n: int) -> float:
     from scipy.stats import t
 
     return float(t.ppf(0.975, n - 1))
+
+
+def p_value(change: float, noise: dict) -> float:
+    """Two-sided p of |change| against the difference of two runs with the recorded sd (t, n-1 df):
+    below 0.05 exactly when the change is outside its band."""
+    from scipy.stats import t
+
+    return float(2 * t.sf(abs(change) / (math.sqrt(2) * noise["sd"]), noise["n"] - 1))
+
+
+def bh_reject(pvalues: Sequence[float], q: float = FDR_Q) -> list[bool]:
+    """Benjamini-Hochberg: reject the k smallest p-values, k the largest rank with p(k) <= k q / m."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    k = max((rank for rank, i in enumerate(order, start=1) if pvalues[i] <= rank * q / m), default=0)
+    keep = set(order[:k])
+    return [i in keep for i in range(m)]
+
+
+def set_by(path: str, key: str, old: float | None, new: float | None, params_diff: dict) -> str | None:
+    """The changed param that sets this metric by construction (SET_BY_PARAM, or the metric echoes it), or None."""
+    where = f"{path}:{key}"
+    for changes in (params_diff or {}).values():
+        for name, ch in (changes or {}).items():
+            if any(fnmatchcase(where, pattern) for pattern in SET_BY_PARAM.get(name, ())):
+                return name
+            po, pn = (ch or {}).get("old"), (ch or {}).get("new")
+            numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (po, pn))
+            if numeric and po != pn and old == po and new == pn:
+                return name
+    return None
 
 
 def is_bound(key: str) -> bool:
@@ -111,16 +165,47 @@ def verdict(change: float | None, noise: dict | None) -> str:
     return OUT if abs(change) > noise["band"] else IN
 
 
-def metric_rows(diff: dict, noise: dict[tuple[str, str], dict]) -> list[dict]:
-    """One row per changed metric (CI bounds left out), outside-noise first."""
+def metric_rows(diff: dict, noise: dict[tuple[str, str], dict], params_diff: dict | None = None) -> list[dict]:
+    """One row per changed metric (CI bounds left out), findings first: keys a changed param sets are SET;
+    of the keys judged against their noise, those outside their band are OUT only where the
+    false-discovery control across all judged keys keeps them (`mark_judged`), else CHANCE."""
     rows = []
     for path, changes in diff.items():
         for key, ch in changes.items():
             if is_bound(key):
                 continue
             nz = noise.get((path, key))
-            rows.append({"file": path, "key": key, **ch, "noise": nz, "verdict": verdict(ch["change"], nz)})
+            param = set_by(path, key, ch["old"], ch["new"], params_diff or {}) if ch["change"] is not None else None
+            rows.append({"file": path, "key": key, **ch, "noise": nz, "set_by": param,
+                         "verdict": SET if param else verdict(ch["change"], nz)})
+    mark_judged(rows)
     return sorted(rows, key=lambda r: (ORDER[r["verdict"]], r["file"], r["key"]))
+
+
+def mark_judged(rows: list[dict]) -> None:
+    """Give each row judged against its noise (OUT or IN by its band) its p-value, and keep OUT only for
+    the keys Benjamini-Hochberg rejects across all judged rows; the rest outside their band become CHANCE."""
+    judged = [r for r in rows if r["verdict"] in (OUT, IN)]
+    for r in judged:
+        r["p"] = p_value(r["change"], r["noise"])
+    for r, kept in zip(judged, bh_reject([r["p"] for r in judged])):
+        if r["verdict"] == OUT and not kept:
+            r["verdict"] = CHANCE
+
+
+def chance_summary(rows: list[dict]) -> str:
+    """How many keys were judged against their noise, how many fell outside their band, what chance
+    alone gives at that many keys, and how many stayed findings after the false-discovery control."""
+    m = sum(r["verdict"] in (OUT, CHANCE, IN) for r in rows)
+    if not m:
+        return "No changed metric has a recorded run-to-run noise to be judged against."
+    past = sum(r["verdict"] in (OUT, CHANCE) for r in rows)
+    out = sum(r["verdict"] == OUT for r in rows)
+    return (f"{m} changed metric(s) judged against their noise: {past} outside their 95% band, where chance alone "
+            f"gives about {0.05 * m:.1f} (5% of {m}) if the change did nothing (the keys move together, so the "
+            f"count by chance varies more than a binomial's). After controlling the false-discovery rate across "
+            f"the {m} (Benjamini-Hochberg, q = {FDR_Q:g}), {out} remain: marked {OUT}; {past - out} read "
+            f"\"{CHANCE}\".")
 
 
 def _cell(v: Any) -> str:
@@ -167,7 +252,7 @@ def review_markdown(base: str, params_diff: dict, diff: dict, noise: dict, sourc
         out += [f"| {p} | {k} | {_cell(o)} | {_cell(n)} |" for p, k, o, n in prows]
     else:
         out.append("No params changed.")
-    rows = metric_rows(diff, noise)
+    rows = metric_rows(diff, noise, params_diff)
     count = {v: sum(r["verdict"] == v for r in rows) for v in ORDER}
     out += ["", "### Metrics changed", ""]
     if not noise:
@@ -184,19 +269,22 @@ def review_markdown(base: str, params_diff: dict, diff: dict, noise: dict, sourc
 
 
 def _changes(rows: list[dict], count: dict, base: str, source: str) -> list[str]:
-    out = []
-    out.append(f"{len(rows)} changed: {count[OUT]} outside their run-to-run noise, {count[IN]} inside it, "
-               f"{count[SETUP]} fixed by the setup (sd 0 over reruns: any change is a change of setup), "
-               f"{count[NONE]} with no recorded noise, {count[ADDED]} added or removed. Noise source: **{source}** "
-               f"({NOISE_DIR}/); a change is outside the noise when it exceeds t(0.975, n-1) x sqrt(2) x sd, the 95% "
-               "band of the difference of two runs.")
+    out = [f"{len(rows)} changed: {count[OUT]} {OUT} (findings), {count[CHANCE]} {CHANCE}, {count[IN]} {IN}, "
+           f"{count[SET]} {SET}, {count[SETUP]} fixed by the setup (sd 0 over reruns: any change is a change of "
+           f"setup), {count[NONE]} with no recorded noise, {count[ADDED]} added or removed. Noise source: "
+           f"**{source}** ({NOISE_DIR}/).", "", chance_summary(rows), "", "Marks:", "",
+           *(f"- {mark}: {text}" for mark, text in LEGEND.items())]
     heads = headline_rows(rows)
     if heads:
         out += ["", "#### Headline numbers (the README table)", ""] + _table(heads, base, label=True)
-    noisy = [r for r in rows if r["verdict"] in (OUT, IN)]
-    other = [r for r in rows if r not in noisy]
+    noisy = [r for r in rows if r["verdict"] in (OUT, CHANCE, IN)]
+    made = [r for r in rows if r["verdict"] == SET]
+    other = [r for r in rows if r["verdict"] in (SETUP, NONE, ADDED)]
     if noisy:
         out += ["", "#### Every metric with a recorded noise", ""] + _table(noisy, base)
+    if made:
+        params = ", ".join(sorted({f"`{r['set_by']}`" for r in made}))
+        out += ["", f"#### Set by the change: what {params} fixes by construction (not findings)", ""] + _table(made, base)
     if other:
         out += ["", f"<details><summary>{len(other)} changes fixed by the setup, without a recorded noise, "
                     "or added/removed</summary>", ""] + _table(other, base) + ["", "</details>"]

@@ -151,8 +151,16 @@ def moving_average(y: np.ndarray, w: int) -> np.ndarray:
     return (cs[hi] - cs[lo]) / (hi - lo)
 
 
-def render_png(plot_id: str, content: dict, path: Path) -> Path:
-    """One data plot as a PNG: a line (or points) per revision x field, labelled, axes titled from the spec."""
+TITLE_CHARS = 90   # a title longer than this wraps: centred over a plot narrowed by its legend it ran off the edge
+
+
+def render_png(plot_id: str, content: dict, path: Path) -> tuple[Path, list[str]]:
+    """One data plot as a PNG: a line (or points) per revision x field, labelled, axes titled from the spec;
+    with the layout defects the report's checker finds in it (a title cut off at the edge, ...)."""
+    import textwrap
+
+    from decision_pipeline.reporting.layout import figure_problems
+
     spec = parse_spec(content)
     data = content.get("data", {}).get("values", [])
     groups, cats = series(spec, data if isinstance(data, list) else [])
@@ -181,15 +189,17 @@ def render_png(plot_id: str, content: dict, path: Path) -> Path:
             ax.set_xticks(range(len(cats)), cats, rotation=30, ha="right")
         ax.set_xlabel(spec.x_title)
         ax.set_ylabel(spec.y_title)
-        ax.set_title(spec.title or plot_id)
+        # over the whole figure, wrapped: over the axes alone a long title ran past the left edge (issue 54)
+        fig.suptitle("\n".join(textwrap.wrap(spec.title or plot_id, TITLE_CHARS)), fontsize=style.REVIEW_RC["axes.titlesize"])
         smoothed = spec.smooth and not spec.points and any(window(len(xs)) > 1 for xs, _ in groups.values())
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
                   title="faint: raw points\nbold: centred moving average" if smoothed else None,
                   title_fontproperties={"size": 8})
+        problems = [p for p in figure_problems(fig) if " is hidden under " not in p]  # identical revisions are news here
         buf = io.BytesIO()
         fig.savefig(buf, format="png")
     write_bytes_atomic(path, buf.getvalue())
-    return path
+    return path, problems
 
 
 def _slug(text: str) -> str:
@@ -234,10 +244,11 @@ def render_page(payload: dict, out: Path, revs: Sequence[str] = ()) -> Path:
             if e.get("type") == "vega":
                 rel = f"data/{i:02d}_{_slug(pid)}.png"
                 try:
-                    render_png(pid, e.get("content") or {}, out / rel)
+                    _, layout = render_png(pid, e.get("content") or {}, out / rel)
                 except (UnsupportedPlot, KeyError, TypeError, ValueError) as exc:
                     problems.append((", ".join(present), pid, "", f"not drawn offline: {exc}"))
                     continue
+                problems += [(", ".join(present), pid, rel, f"layout: {p}") for p in layout]
                 notes = "".join(f"<br><span class=miss>{esc(n)}</span>" for n in _missing(pid, order, present, by_key))
                 figures.append(f'<figure><img src="{rel}" alt="{esc(pid)}"><figcaption><code>{esc(pid)}</code> '
                                f'({esc(", ".join(present))}){notes}</figcaption></figure>')

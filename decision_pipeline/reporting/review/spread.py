@@ -12,16 +12,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 
+def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """Leaves of nested dicts as {dotted.key: value} (lists kept whole), as `dvc params diff` names them."""
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: obj}
+
+
 def flatten_numbers(obj: Any, prefix: str = "") -> dict[str, float]:
     """Finite numeric leaves of nested dicts as {dotted.key: value} (lists, strings and booleans skipped)."""
-    if isinstance(obj, dict):
-        out: dict[str, float] = {}
-        for k, v in obj.items():
-            out.update(flatten_numbers(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    if isinstance(obj, (int, float)) and not isinstance(obj, bool) and math.isfinite(obj):
-        return {prefix: float(obj)}
-    return {}
+    return {k: float(v) for k, v in flatten(obj, prefix).items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
 
 
 def _count_missing_as_zero(flats: Sequence[dict[str, float]], key: str) -> list[float] | None:

@@ -48,3 +48,15 @@ def test_family_edges_and_summary(tmp_path):
     out = dag.draw(stages, edges, tmp_path / "d.png", "sha256:test")     # raises on a layout problem
     with Image.open(out) as img:
         assert img.info["Comment"] == "sha256:test" and img.width > 1000
+
+
+def test_the_committed_pipeline_fits_the_drawing_and_the_old_fixed_range_clipped_annotation(tmp_path):
+    """Issue 54: with nine annotation stages the box's top ran past the fixed y range (3.4) and its border was
+    cut; the range now fits every box, and the checker (box stroke included) names the box that is cut."""
+    record = json.loads((ROOT / "docs/dag.json").read_text())
+    stages, edges = record["stages"], [tuple(e) for e in record["edges"]]
+    dag.draw(stages, edges, tmp_path / "now.png", "sha256:test")            # raises on a layout problem
+    (_, _), (lo, hi) = dag.limits({fam: dag.stage_summary(stages, fam) for fam in dag.POSITIONS})
+    assert hi > 3.4
+    with pytest.raises(PipelineError, match="box 'annotation' is cut off at the drawing's edge"):
+        dag.draw(stages, edges, tmp_path / "old.png", "sha256:test", ylim=(-2.2, 3.4))

@@ -170,6 +170,30 @@ def test_page_from_json_payload(tmp_path, payload):
     assert "plots/evaluate/bars.json" in html and "not drawn offline" in html   # a bar spec is listed, no crash
 
 
+LONG_TITLE = "Pretraining loss per step, seed 0 of each selection (DVCLive, written while it trains)"
+
+
+def test_a_long_title_beside_a_wide_legend_stays_on_the_page_and_the_checker_sees_the_old_cut(tmp_path):
+    """Issue 54: the page's first plot had its title centred over an axes narrowed by a wide legend, so the
+    title ran past the left edge. The checker finds that on the old layout; the new one draws it whole."""
+    from decision_pipeline.reporting import style
+    from decision_pipeline.reporting.layout import figure_problems
+
+    rows = [{"step": s, "loss": 8 / (1 + s), "rev": rev, "filename": f"{arm}/plots/metrics/train/seed-0/loss.tsv"}
+            for rev in ("workspace", "main") for arm in ("curated", "filtered_random", "random") for s in range(80)]
+    content = smooth_spec(rows, "step", "loss", "filename", LONG_TITLE, "optimizer step", "training loss")
+    _, problems = plots_diff.render_png("pretrain_live_loss", content, tmp_path / "new.png")
+    assert problems == []
+    with __import__("matplotlib").rc_context(style.REVIEW_RC):   # the old layout: the title on the axes
+        fig = style.agg_figure(style.REVIEW_SIZE, style.DPI, layout="constrained")
+        ax = fig.subplots()
+        for arm in ("curated", "filtered_random", "random"):
+            ax.plot(range(80), [8 / (1 + s) for s in range(80)], label=f"workspace · {arm}/plots/metrics/train/seed-0/loss.tsv")
+        ax.set_title(LONG_TITLE)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        assert any("cut off at the figure edge" in p and "Pretraining loss" in p for p in figure_problems(fig))
+
+
 def test_page_with_errors_only(tmp_path):
     page = render_page({"errors": [missing("loss", "main", "plots/loss.json")], "data": {"loss": []}},
                        tmp_path / "out", revs=["main", "workspace"])
