@@ -230,9 +230,29 @@ def write_table(path: str | Path, rows: list[dict], schema: pa.Schema) -> None:
         raise
 
 
+def shard_files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
+    """A shard directory's own files with one of `suffixes`, in name order (the pool order).
+
+    Shards are read from the directory itself, never from its subdirectories: a subdirectory holding
+    shards (or a directory named like one, as Spark writes) is refused in one line rather than silently
+    skipped, so no document a person meant to include is dropped without a word."""
+    files = []
+    for entry in sorted(folder.iterdir()):
+        if entry.is_dir():
+            if entry.suffix in suffixes or any(p.suffix in suffixes for p in entry.rglob("*")):
+                raise PipelineError(f"{entry}: a subdirectory holding {'/'.join('*' + s for s in suffixes)} shards "
+                                    f"is not read (shards are read from {folder} itself); move its shards up into "
+                                    f"{folder}, or out of it")
+        elif entry.suffix in suffixes:
+            files.append(entry)
+    return files
+
+
 def read_table(path: str | Path, schema: pa.Schema | None = None) -> list[dict]:
     """Read a Parquet table; when `schema` is given the file must carry exactly it."""
     path = Path(path)
+    if path.is_dir():
+        raise PipelineError(f"{path}: is a directory; expected one Parquet file")
     if not path.is_file():
         raise PipelineError(f"{path}: file not found; run the stage that writes it (dvc repro)")
     try:
