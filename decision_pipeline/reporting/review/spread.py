@@ -11,6 +11,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from decision_pipeline.common.errors import PipelineError
+
 
 def flatten_numbers(obj: Any, prefix: str = "") -> dict[str, float]:
     """Finite numeric leaves of nested dicts as {dotted.key: value} (lists, strings and booleans skipped)."""
@@ -61,3 +63,31 @@ def spreads(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict]]:
                 spread[k] = describe(values)
         out[path] = spread
     return out
+
+
+def check_noise_file(rel: str, text: str) -> dict:
+    """A metrics/noise/*.json file's content, checked where the review reads it (each source's `spread`:
+    {metrics file: {key: {n: runs, sd: finite >= 0, ...}}}); bad input is one line naming file and key."""
+    import json  # noqa: PLC0415
+
+    redo = "rerun `make noise-collect` (or restore the file from git)"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PipelineError(f"{rel}: not valid JSON ({exc.msg}, line {exc.lineno}); {redo}") from None
+    if not isinstance(data, dict):
+        raise PipelineError(f"{rel}: holds {type(data).__name__}, not a JSON object; {redo}")
+    spread = data.get("spread", {})
+    if not isinstance(spread, dict):
+        raise PipelineError(f"{rel}: key 'spread' is not a mapping; {redo}")
+    for file, keys in spread.items():
+        if not isinstance(keys, dict):
+            raise PipelineError(f"{rel}: key 'spread.{file}' is not a mapping; {redo}")
+        for key, entry in keys.items():
+            where = f"{rel}: key 'spread.{file}.{key}"
+            n, sd = (entry.get("n"), entry.get("sd")) if isinstance(entry, dict) else (None, None)
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise PipelineError(f"{where}.n' is {n!r}, expected a run count; {redo}")
+            if isinstance(sd, bool) or not isinstance(sd, (int, float)) or not math.isfinite(sd) or sd < 0:
+                raise PipelineError(f"{where}.sd' is {sd!r}, expected a finite number >= 0; {redo}")
+    return data
