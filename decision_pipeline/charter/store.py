@@ -130,10 +130,10 @@ def open_store(path: str | Path) -> sqlite3.Connection:
             version = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0]
             if version is None:
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # not SQLite, or its schema pages damaged
         conn.close()
-        raise PipelineError(f"{p}: not a review store ({exc}); point the path at the review store (an SQLite file) "
-                            "or move this file away") from None
+        raise PipelineError(f"{p}: not a review store ({' '.join(str(exc).split())[:80]}); point the path at the "
+                            "review store (an SQLite file), restore it from a backup, or move this file away") from None
     if version is not None and version > SCHEMA_VERSION:
         conn.close()
         raise PipelineError(f"{p}: review store schema v{version} is newer than this code (v{SCHEMA_VERSION}); "

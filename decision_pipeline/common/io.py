@@ -80,6 +80,26 @@ def write_timings(path: str | Path, started: float, numbers: dict) -> None:
     write_json(path, {"machine_dependent": True, "wall_seconds": round(time.time() - started, 2), **numbers})
 
 
+def _float_sized_int(text: str) -> int:
+    """An integer a metric may hold: one a float can carry (every reader does arithmetic on it)."""
+    if len(text.lstrip("-")) > 308:
+        raise ValueError(f"the integer {text[:12]}... has {len(text.lstrip('-'))} digits, more than a number holds")
+    return int(text)
+
+
+def loads_json(text: str, where: str, redo: str) -> Any:
+    """JSON a stage or a tool wrote (metrics, noise and claims files), parsed for readers that compute with it:
+    an integer past a float's range or nesting past Python's limit is refused like a syntax error, in one line
+    naming `where` and saying what to do (`redo`)."""
+    try:
+        return json.loads(text, parse_int=_float_sized_int)
+    except json.JSONDecodeError as exc:
+        raise PipelineError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno}); {redo}") from None
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise PipelineError(f"{where}: not valid JSON ({reason}); {redo}") from None
+
+
 def read_json(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():

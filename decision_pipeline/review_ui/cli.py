@@ -168,4 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     except PipelineError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as e:  # a page or a text of the store damaged on disk
+        print(f"error: {cfg.store_path}: the review store is damaged ({' '.join(str(e).split())[:80]}); restore it "
+              "from your backup (nothing was written)", file=sys.stderr)
+        return 2
 

@@ -6,12 +6,11 @@ README block between the markers with this rendering, and
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.common.io import write_text_atomic
+from decision_pipeline.common.io import loads_json, write_text_atomic
 from decision_pipeline.common.textfile import read_text
 from decision_pipeline.reporting.report.noise import WITHIN_RUN
 from decision_pipeline.reporting.report.noise import label as noise_label
@@ -74,12 +73,8 @@ def readme_block(text: str, where: str = "README.md") -> str:
 def update(readme: Path, summary_path: Path) -> None:
     text = read_text(readme)
     readme_block(text, str(readme))
-    summary = read_text(summary_path, missing="file not found; run the pipeline (`make run`) or `dvc pull` first")
-    try:
-        summary = json.loads(summary)
-    except json.JSONDecodeError as exc:
-        raise PipelineError(f"{summary_path}: not valid JSON ({exc.msg}, line {exc.lineno}); rerun the summary "
-                            "stage (`dvc repro summary`)") from None
+    summary = loads_json(read_text(summary_path, missing="file not found; run the pipeline (`make run`) or `dvc "
+                                   "pull` first"), str(summary_path), "rerun the summary stage (`dvc repro summary`)")
     if not isinstance(summary, dict):
         raise PipelineError(f"{summary_path}: holds {type(summary).__name__}, not a JSON object; rerun the summary "
                             "stage (`dvc repro summary`)")
@@ -87,7 +82,7 @@ def update(readme: Path, summary_path: Path) -> None:
     tail = rest.split(END, 1)[1]
     try:
         table = render_table(summary)
-    except (TypeError, ValueError) as exc:  # a value of the wrong type for its format
+    except (TypeError, ValueError, OverflowError) as exc:  # a value of the wrong type (or size) for its format
         raise PipelineError(f"{summary_path}: a headline value cannot be written ({exc}); rerun the summary "
                             "stage (`dvc repro summary`)") from None
     write_text_atomic(readme, f"{head}{BEGIN}\n{table}\n{END}{tail}")

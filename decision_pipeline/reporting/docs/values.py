@@ -16,13 +16,13 @@ and/or/not, `"a" if cond else "b"`, and the functions in `FUNCTIONS`.
 from __future__ import annotations
 
 import ast
-import json
 import math
 import re
 from pathlib import Path
 from typing import Any, Callable
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import loads_json
 from decision_pipeline.common.textfile import decode
 from decision_pipeline.common.yamlio import load_yaml
 
@@ -62,10 +62,7 @@ class Sources:
                 raise MissingFile(rel)
             text = decode(path.read_bytes(), rel)  # UTF-8 without a BOM: UTF-16 or a bad byte is one line
             if rel.endswith(".json"):
-                try:
-                    self._files[rel] = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise PipelineError(f"{rel}:{exc.lineno}: not valid JSON ({exc.msg}); rerun the stage that writes it") from None
+                self._files[rel] = loads_json(text, rel, "rerun the stage that writes it")
             else:
                 self._files[rel] = load_yaml(text, rel)
         return self._files[rel]

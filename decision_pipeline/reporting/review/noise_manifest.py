@@ -47,7 +47,7 @@ def read_manifest(path: str | Path, sources: Collection[str], missing: str) -> d
         where = f"{p}: run '{name}'"
         if not isinstance(entry, dict):
             raise PipelineError(f"{where} is {type(entry).__name__}, expected {{source, overrides}}; {REPLAN}")
-        if entry.get("source") not in sources:
+        if not isinstance(entry.get("source"), str) or entry["source"] not in sources:
             raise PipelineError(f"{where}: source {entry.get('source')!r} is not one of {', '.join(sources)}; remove "
                                 f"the run or {REPLAN}")
         overrides = entry.get("overrides")

@@ -12,6 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import loads_json
+
+MAX_RUNS = 100_000  # runs behind one spread: far past any study, small enough for a t quantile
 
 
 def flatten_numbers(obj: Any, prefix: str = "") -> dict[str, float]:
@@ -68,13 +71,8 @@ def spreads(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict]]:
 def check_noise_file(rel: str, text: str) -> dict:
     """A metrics/noise/*.json file's content, checked where the review reads it (each source's `spread`:
     {metrics file: {key: {n: runs, sd: finite >= 0, ...}}}); bad input is one line naming file and key."""
-    import json  # noqa: PLC0415
-
     redo = "rerun `make noise-collect` (or restore the file from git)"
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PipelineError(f"{rel}: not valid JSON ({exc.msg}, line {exc.lineno}); {redo}") from None
+    data = loads_json(text, rel, redo)
     if not isinstance(data, dict):
         raise PipelineError(f"{rel}: holds {type(data).__name__}, not a JSON object; {redo}")
     spread = data.get("spread", {})
@@ -86,8 +84,8 @@ def check_noise_file(rel: str, text: str) -> dict:
         for key, entry in keys.items():
             where = f"{rel}: key 'spread.{file}.{key}"
             n, sd = (entry.get("n"), entry.get("sd")) if isinstance(entry, dict) else (None, None)
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                raise PipelineError(f"{where}.n' is {n!r}, expected a run count; {redo}")
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_RUNS:
+                raise PipelineError(f"{where}.n' is {str(n)[:20]}, expected a run count (0 to {MAX_RUNS}); {redo}")
             if isinstance(sd, bool) or not isinstance(sd, (int, float)) or not math.isfinite(sd) or sd < 0:
                 raise PipelineError(f"{where}.sd' is {sd!r}, expected a finite number >= 0; {redo}")
     return data
