@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
             # throughput at the small size (1 and 2 workers, and local); the large size with 2 workers only:
             # what it adds is the driver's memory, and a 1-worker pass there would double the bench's time
             runs = {f"ray_{w}": run_curate(pool, args.work, f"ray{w}_{size}", {"engine": "ray", "ray": {
-                "address": address, "workers": w, "batch_docs": 2000}}) for w in ((1, 2) if size == small else (2,))}
+                "address": address, "connect_timeout_s": 60, "workers": w, "batch_docs": 2000}})
+                for w in ((1, 2) if size == small else (2,))}
             if size == small:
                 runs["local"] = run_curate(one_file(pool), args.work, f"local_{size}", {"engine": "local"})
                 if runs["local"]["selection"] != runs["ray_2"]["selection"]:

@@ -28,7 +28,6 @@ RAY_ADDRESS the address is unknown before `import ray`, so set the variable your
 """
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import logging
 import os
@@ -60,10 +59,9 @@ class RayParams:
                         doc="the Ray head's GCS address host:port (what `ray start --head` prints; not the "
                             "dashboard's 8265), or auto: RAY_ADDRESS, else the cluster `ray start` last "
                             "recorded on this machine")
-    _: dataclasses.KW_ONLY
-    connect_timeout_s: float = rule(run_control=True, gt=0.0, max=3600.0, default=CONNECT_SECONDS,
+    connect_timeout_s: float = rule(run_control=True, gt=0.0, max=3600.0,
                                     doc="seconds the stage waits to join the cluster before it stops with one "
-                                        "line naming ray.address")
+                                        "line naming ray.address (60 is plenty for a cluster that is up)")
 
 
 def replica_engine() -> Any:
@@ -75,7 +73,8 @@ def replica_engine() -> Any:
 
 def ray_cluster(params: type[RayParams]) -> Any:
     """A section's `ray` field: its cluster params, at address auto unless set."""
-    return rule(run_control=True, default_factory=lambda: params("auto"), doc="the Ray cluster (engine: ray only)")
+    return rule(run_control=True, default_factory=lambda: params("auto", CONNECT_SECONDS),
+                doc="the Ray cluster (engine: ray only)")
 
 
 def choose(section: Any, local: T, ray: T, check: Callable[[], object] | None = None) -> T:

@@ -54,7 +54,8 @@ def _driver_logs(cluster) -> set[str]:
     return {p.name for p in (cluster.root / "ray").glob("session_*/logs/python-core-driver-*")}
 
 
-def test_auto_through_dvc_repro_on_a_cluster_started_elsewhere_is_local_byte_for_byte(repo, ray_cluster, monkeypatch):
+def test_auto_through_dvc_repro_on_a_cluster_started_elsewhere_is_local_byte_for_byte(repo, ray_cluster,
+                                                                                      monkeypatch):
     root, local = repo
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("RAY_TMPDIR", str(ray_cluster.root))  # Ray's own variable: where `ray start` recorded it
