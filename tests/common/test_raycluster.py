@@ -8,20 +8,19 @@ no Ray cluster is needed, so they run with the fast tests.
 """
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from decision_pipeline.common import raycluster
 from decision_pipeline.common.errors import PipelineError
+from tests.scaling.ray_local import serve_dashboard
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "curate.ray.address"
@@ -34,33 +33,10 @@ def _loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
-@pytest.fixture
-def dashboard() -> Iterator[int]:
-    """An aiohttp server (Ray's dashboard is one) on a free loopback port."""
-    from aiohttp import web
-
-    box: list = []
-    stop = threading.Event()
-
-    async def serve() -> None:
-        app = web.Application()
-        app.router.add_get("/", lambda request: web.Response(text="Ray dashboard"))
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        box.append(site._server.sockets[0].getsockname()[1])
-        while not stop.is_set():
-            await asyncio.sleep(0.05)
-        await runner.cleanup()
-
-    thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
-    thread.start()
-    while not box:
-        time.sleep(0.02)
-    yield box[0]
-    stop.set()
-    thread.join(5)
+@pytest.fixture(scope="module")
+def dashboard() -> int:
+    """An aiohttp server on a free loopback port: what answers on Ray's dashboard port."""
+    return serve_dashboard()
 
 
 def _listener(reply: bytes | None) -> int:

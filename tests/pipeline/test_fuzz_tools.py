@@ -36,6 +36,14 @@ N = (int(os.environ.get("FUZZ_N_BYTES", 40)), int(os.environ.get("FUZZ_N_TYPES",
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
+def _note(findings: list[str], case: str, problem: str | None, root: Path, before: dict[str, bytes]) -> None:
+    """Record what went wrong with one mutant: how its reader ended, or a file it changed."""
+    if problem:
+        findings.append(f"{case}: {problem}")
+    if listing(root) != before:
+        findings.append(f"{case}: files changed")
+
+
 # ------------------------------------------------------------------ the noise study's plan
 
 PLAN = {"baseline": SHA, "runs": {"noise-reseed-1": {"source": "reseed", "overrides": {"base.seed": 11}},
@@ -84,10 +92,7 @@ def test_noise_file_fuzz(tmp_path: Path) -> None:
             status, problem = attempt(call, ["reseed.json"])
             if m.name == "baseline":
                 assert status == "ok", (what, problem)
-            if problem:
-                findings.append(f"{what} {m.name}: {problem}")
-        if listing(root) != before:
-            findings.append(f"{m.name}: files changed")
+            _note(findings, f"{what} {m.name}", problem, root, before)
     assert not findings, report(findings)
 
 
@@ -152,11 +157,7 @@ def test_docs_fuzz(tmp_path: Path) -> None:
         (root / "docs/d.md").write_bytes(m.data if which == "doc" else DOC.encode())
         (root / "metrics/x.json").write_bytes(m.data if which == "metrics" else json_bytes(METRICS))
         before = listing(root)
-        problem = _docs_check(root)
-        if problem:
-            findings.append(f"{which} {m.name}: {problem}")
-        if listing(root) != before:
-            findings.append(f"{which} {m.name}: the check wrote a file")
+        _note(findings, f"{which} {m.name}", _docs_check(root), root, before)
     assert not findings, report(findings)
 
 

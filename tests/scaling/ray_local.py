@@ -30,6 +30,31 @@ _WORKER_START = ("import sys, ray._private.services as s; s.resolve_ip_for_local
                  "from ray.scripts.scripts import main; sys.argv = ['ray'] + sys.argv[1:]; main()")
 
 
+def serve_dashboard() -> int:
+    """An aiohttp server (what answers on Ray's dashboard port, 8265) on a free loopback port, in a daemon
+    thread for the rest of the process: the address people mistake for the cluster's."""
+    import asyncio
+
+    from aiohttp import web
+
+    box: list[int] = []
+
+    async def serve() -> None:
+        app = web.Application()
+        app.router.add_get("/", lambda request: web.Response(text="Ray dashboard"))
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        box.append(site._server.sockets[0].getsockname()[1])
+        await asyncio.Event().wait()
+
+    threading.Thread(target=lambda: asyncio.run(serve()), daemon=True).start()
+    while not box:
+        time.sleep(0.02)
+    return box[0]
+
+
 def loopback_env() -> dict[str, str]:
     """What a driver (a stage, DVC) needs to reach a loopback cluster, without telemetry."""
     return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}

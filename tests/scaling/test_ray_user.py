@@ -10,11 +10,9 @@ every case; the local engine's outputs are the reference.
 """
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import pytest
 import yaml
 
 from tests.pipeline.repo_copy import copy_repo, run
+from tests.scaling.ray_local import serve_dashboard
 
 pytestmark = pytest.mark.slow  # a DVC repository and a real 2-node Ray cluster: a minute or two in all
 OUTPUTS = ("data/curate/curated/selection.json", "data/curate/curated/scores.parquet",
@@ -70,33 +69,11 @@ def test_auto_through_dvc_repro_on_a_cluster_started_elsewhere_is_local_byte_for
         assert (root / rel).read_bytes() == data, rel
 
 
-def _dashboard() -> int:
-    """An aiohttp server (what answers on Ray's dashboard port 8265) on a free loopback port."""
-    from aiohttp import web
-
-    box: list = []
-
-    async def serve() -> None:
-        app = web.Application()
-        app.router.add_get("/", lambda request: web.Response(text="Ray dashboard"))
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        box.append(site._server.sockets[0].getsockname()[1])
-        await asyncio.Event().wait()
-
-    threading.Thread(target=lambda: asyncio.run(serve()), daemon=True).start()
-    while not box:
-        time.sleep(0.02)
-    return box[0]
-
-
 def test_the_dashboard_port_as_ray_address_is_one_line_within_the_timeout(repo, tmp_path):
     """The stage as dvc.yaml runs it, `ray.address` at a dashboard: exit 2, one line naming the key and what
     answered, well inside `connect_timeout_s`, nothing written."""
     root, _ = repo
-    port = _dashboard()
+    port = serve_dashboard()
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["curate"].update(engine="ray")
     params["curate"]["ray"].update(address=f"127.0.0.1:{port}", connect_timeout_s=20)
@@ -127,7 +104,7 @@ def test_preflight_joins_each_ray_section_and_names_a_wrong_one(repo, ray_cluste
     params["reflect"]["ray"].update(address=ray_cluster.address, workers=2, cpus_per_worker=1)
     assert check_ray(params) == []
     params["reflect"]["ray"]["workers"] = 3
-    port = _dashboard()
+    port = serve_dashboard()
     params["curate"]["ray"]["address"] = f"127.0.0.1:{port}"
     lines = check_ray(params)
     assert len(lines) == 2 and lines[0].startswith(f"curate.ray.address: 127.0.0.1:{port} is not a Ray head"), lines
