@@ -124,7 +124,7 @@ def test_rl_probe_on_ray_writes_the_local_probe(items, tiny_dir, ray_cluster):
     rc, err, local = run_probe(items, tiny_dir, "probe_local", engine="local", workers=1)
     assert rc == 0, err
     rc, err, ray_out = run_probe(items, tiny_dir, "probe_ray", engine="ray", workers=2,
-                                 ray={"address": ray_cluster.address, "cpus_per_worker": 1})
+                                 ray={"address": ray_cluster.address, "connect_timeout_s": 60, "cpus_per_worker": 1})
     assert rc == 0, err
     for name in ("chains.jsonl", "probe.jsonl"):
         data = (local / "probe" / name).read_bytes()
