@@ -24,6 +24,15 @@ PLAN = ".dvc/tmp/noise_study.json"
 BEGIN = "<!-- results-table:begin (generated from metrics/summary.json; python -m decision_pipeline readme README.md) -->"
 
 
+def _files(root: Path, files: dict[str, str | bytes], env: dict | None = None) -> dict:
+    """Write `files` (relative path: content) under `root`; returns the case's extra environment (`env`)."""
+    for name, data in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    return env or {}
+
+
 def _git(root: Path) -> None:
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t"}
@@ -32,17 +41,13 @@ def _git(root: Path) -> None:
         subprocess.run(cmd, cwd=root, env=env, check=True, capture_output=True)
 
 
-def _plan(root: Path, text: str) -> None:
+def _plan(root: Path, text: str) -> dict:
     _git(root)
-    (root / PLAN).parent.mkdir(parents=True)
-    (root / PLAN).write_text(text)
+    return _files(root, {PLAN: text})
 
 
-def _doc(root: Path, doc: bytes = b"v <!--m x:a %.1f-->1.5<!--/m-->\n", metrics: bytes = b'{"a": 1.5}') -> None:
-    (root / "docs").mkdir()
-    (root / "metrics").mkdir()
-    (root / "docs" / "d.md").write_bytes(doc)
-    (root / "metrics" / "x.json").write_bytes(metrics)
+def _doc(root: Path, doc: bytes = b"v <!--m x:a %.1f-->1.5<!--/m-->\n", metrics: bytes = b'{"a": 1.5}') -> dict:
+    return _files(root, {"docs/d.md": doc, "metrics/x.json": metrics})
 
 
 def _busy_port() -> int:
@@ -60,33 +65,30 @@ UI = {"REVIEW_CHARTER": str(ROOT / "configs/charter/charter.md"), "REVIEW_ANNOTA
 
 # case: (set-up in the scratch root -> extra env, command, words the one line holds)
 CASES: dict[str, tuple[Callable[[Path], dict], list[str], str]] = {
-    "plan not JSON": (lambda r: _plan(r, "{half") or {}, RUN["plan"], f"{PLAN}: not valid JSON"),
-    "plan without baseline": (lambda r: _plan(r, json.dumps({"runs": {}})) or {}, RUN["plan"],
+    "plan not JSON": (lambda r: _plan(r, "{half"), RUN["plan"], f"{PLAN}: not valid JSON"),
+    "plan without baseline": (lambda r: _plan(r, json.dumps({"runs": {}})), RUN["plan"],
                               f"{PLAN}: key 'baseline' is None, not a commit id"),
     "plan with an unknown source": (lambda r: _plan(r, json.dumps({"baseline": SHA, "runs": {"x": {
-        "source": "moon", "overrides": {}}}})) or {}, RUN["plan"], f"{PLAN}: run 'x': source 'moon' is not one of"),
-    "plan whose runs are a list": (lambda r: _plan(r, json.dumps({"baseline": SHA, "runs": ["x"]})) or {},
+        "source": "moon", "overrides": {}}}})), RUN["plan"], f"{PLAN}: run 'x': source 'moon' is not one of"),
+    "plan whose runs are a list": (lambda r: _plan(r, json.dumps({"baseline": SHA, "runs": ["x"]})),
                                    RUN["plan"], f"{PLAN}: key 'runs' is list"),
-    "coverage over a noise file not JSON": (
-        lambda r: ((r / "metrics/noise").mkdir(parents=True), (r / "metrics/noise/reseed.json").write_text("{x"))
-        and {}, RUN["coverage"], "metrics/noise/reseed.json: not valid JSON"),
-    "docs: a doc in UTF-16": (lambda r: _doc(r, doc="v <!--m x:a %.1f-->1.5<!--/m-->\n".encode("utf-16")) or {},
+    "coverage over a noise file not JSON": (lambda r: _files(r, {"metrics/noise/reseed.json": "{x"}), RUN["coverage"],
+                                            "metrics/noise/reseed.json: not valid JSON"),
+    "docs: a doc in UTF-16": (lambda r: _doc(r, doc="v <!--m x:a %.1f-->1.5<!--/m-->\n".encode("utf-16")),
                               RUN["docs"], "docs/d.md: is UTF-16 (little-endian) with a byte-order mark"),
-    "docs: a metrics file in UTF-16": (lambda r: _doc(r, metrics='{"a": 1.5}'.encode("utf-16")) or {}, RUN["docs"],
+    "docs: a metrics file in UTF-16": (lambda r: _doc(r, metrics='{"a": 1.5}'.encode("utf-16")), RUN["docs"],
                                        "metrics/x.json: is UTF-16 (little-endian) with a byte-order mark"),
-    "docs: a marker nested 800 deep": (lambda r: _doc(r, doc=f"v <!--m {'not ' * 800}x:a-->y<!--/m-->\n".encode())
-                                       or {}, RUN["docs"], "nests 802 levels deep; at most 100"),
-    "readme: the table's end marker cut": (
-        lambda r: ((r / "README.md").write_text(f"x\n{BEGIN}\n| old |\n"), (r / "metrics").mkdir(),
-                   (r / "metrics/summary.json").write_text("{}")) and {}, RUN["readme"],
-        "README.md: the results-table end marker is missing"),
+    "docs: a marker nested 800 deep": (lambda r: _doc(r, doc=f"v <!--m {'not ' * 800}x:a-->y<!--/m-->\n".encode()),
+                                       RUN["docs"], "nests 802 levels deep; at most 100"),
+    "readme: the table's end marker cut": (lambda r: _files(r, {"README.md": f"x\n{BEGIN}\n| old |\n",
+                                                               "metrics/summary.json": "{}"}), RUN["readme"],
+                                           "README.md: the results-table end marker is missing"),
     "review app: REVIEW_UI_PORT=abc": (lambda r: {**UI, "REVIEW_UI_PORT": "abc"}, RUN["ui"],
                                        "REVIEW_UI_PORT is 'abc'; give a port number from 1 to 65535"),
     "review app: a port in use": (lambda r: {**UI, "REVIEW_UI_PORT": str(_busy_port())}, RUN["ui"], "is in use"),
-    "review app: a store that is not SQLite": (
-        lambda r: (r / "live.sqlite").write_text("notes, not a database\n") and {**UI}, RUN["ui"],
-        "live.sqlite: not a review store (file is not a database)"),
-    "ray-pool over params.yaml": (lambda r: (r / "params.yaml").write_text("base: {}\n") and {},
+    "review app: a store that is not SQLite": (lambda r: _files(r, {"live.sqlite": "notes, not a database\n"}, UI),
+                                               RUN["ui"], "live.sqlite: not a review store (file is not a database)"),
+    "ray-pool over params.yaml": (lambda r: _files(r, {"params.yaml": "base: {}\n"}),
                                   [str(ROOT / "perf/bench_ray_curate.py"), "--make-pool", "params.yaml", "--docs", "10"],
                                   "params.yaml (RAY_POOL) is a file, not a shard directory"),
 }
