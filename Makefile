@@ -7,6 +7,12 @@ PROFILE ?= default
 STAMP   := .venv/.installed
 # dvc.yaml commands call `python`: the venv's must come first on PATH
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
+# A variable's value as one shell word: single-quoted, each ' written '\'' and taken unexpanded ($(value)),
+# so BASE='x; touch y' reaches the command as a (bad) revision name, never as shell syntax. Every variable
+# a person sets reaches the shell through q (qs: one word per blank-separated item), except PYTEST_ARGS,
+# which is pytest's own command line and is meant to be read by the shell.
+q = '$(subst ','\'',$(value $(1)))'
+qs = $(foreach w,$(value $(1)),'$(subst ','\'',$(w))')
 
 .PHONY: install run docs determinism profile check test bench ray-pool bench-ray gpu-params clean-venv s3-local report review noise noise-collect review-ui review-export preflight memory-plan gpu-install cohort gpu-check dag pull compare
 
@@ -28,11 +34,11 @@ install: $(STAMP)
 # committed params.yaml when params.yaml is exactly a profile (checked like params first; edits of yours
 # are never overwritten); `make profile PROFILE=default` goes back. Every run starts with `make check`.
 FORCE_PROFILE ?=
-RUN_PROFILE = $(PY) -m decision_pipeline config run-profile $(PROFILE) $(if $(filter 1 yes true,$(FORCE_PROFILE)),--force)
+RUN_PROFILE = $(PY) -m decision_pipeline config run-profile $(call q,PROFILE) $(if $(filter 1 yes true,$(FORCE_PROFILE)),--force)
 run: $(STAMP)
 	$(RUN_PROFILE) --dry-run
 ifeq ($(PROFILE),gpu)
-	$(PY) -m decision_pipeline preflight check --profile $(PROFILE) $(if $(GPU_GIB),--gpu-gib $(GPU_GIB))
+	$(PY) -m decision_pipeline preflight check --profile $(call q,PROFILE) $(if $(GPU_GIB),--gpu-gib $(call q,GPU_GIB))
 endif
 	$(RUN_PROFILE)
 	$(PY) -m decision_pipeline config check
@@ -41,13 +47,13 @@ endif
 # profiles/<name>.yaml merged into params.yaml after its keys and types are checked against the params
 # dataclasses (every error at once, naming profiles/<name>.yaml and the key; nothing written on error)
 profile: $(STAMP)
-	$(PY) -m decision_pipeline config profile $(PROFILE)
+	$(PY) -m decision_pipeline config profile $(call q,PROFILE)
 
 # Every params section (and SET="a.b=1 c.d=[x, y]" overrides, as dvc exp run -S takes them; blanks inside
 # [...] or quotes stay in one override) through its typed loader, regex params compiled, prompt files
 # read, all errors at once, in seconds: before any stage works. SET travels as one argument.
 check: $(STAMP)
-	$(PY) -m decision_pipeline config check --sets '$(subst ','\'',$(value SET))'
+	$(PY) -m decision_pipeline config check --sets $(call q,SET)
 
 # The pipeline as a picture a person can read: one box per stage family -> docs/dag.png, with the
 # stage/edge list and digest it was drawn from in docs/dag.json (a test says when dvc.yaml moved on)
@@ -73,7 +79,7 @@ report: $(STAMP)
 BASE ?= main
 RECOMPUTE ?=
 review: $(STAMP)
-	$(PY) -m decision_pipeline review --base $(BASE) --out review $(if $(SOURCE),--source $(SOURCE)) $(if $(filter 1 yes true,$(RECOMPUTE)),--recompute-base)
+	$(PY) -m decision_pipeline review --base $(call q,BASE) --out review $(if $(SOURCE),--source $(call q,SOURCE)) $(if $(filter 1 yes true,$(RECOMPUTE)),--recompute-base)
 
 # The experiments' headline numbers beside the committed run's, each change marked against its run-to-run
 # noise (reporting/review/compare.py; `dvc exp show --md --only-changed` shows the same numbers unmarked)
@@ -90,8 +96,9 @@ determinism: $(STAMP)
 # overrides the counts), then per-metric spread per source -> metrics/noise/*.json and the verdicts -> metrics/claims.json.
 # What it costs: docs/reliability.md ("The noise study").
 RUNS ?=
+REPLACE ?=
 noise: $(STAMP)
-	$(PY) -m decision_pipeline noise-study --plan $(if $(RUNS),--runs $(RUNS))
+	$(PY) -m decision_pipeline noise-study --plan $(if $(RUNS),--runs $(call qs,RUNS)) $(if $(filter 1 yes true,$(REPLACE)),--replace)
 	$(PY) -m decision_pipeline noise-study --run
 	$(PY) -m decision_pipeline noise-study --collect
 	$(DVC) repro --force --single-item report   # the report reads metrics/noise/ (study outputs, not its DVC deps)
@@ -129,9 +136,9 @@ bench: $(STAMP)
 RAY_POOL ?= data/perf/ray_pool
 RAY_POOL_DOCS ?= 1000000
 ray-pool: $(STAMP)
-	$(PY) perf/bench_ray_curate.py --make-pool $(RAY_POOL) --docs $(RAY_POOL_DOCS)
+	$(PY) perf/bench_ray_curate.py --make-pool $(call q,RAY_POOL) --docs $(call q,RAY_POOL_DOCS)
 bench-ray: ray-pool
-	$(PY) perf/bench_ray_curate.py --pool $(RAY_POOL) --json metrics/perf/ray_curate.json
+	$(PY) perf/bench_ray_curate.py --pool $(call q,RAY_POOL) --json metrics/perf/ray_curate.json
 
 # `dvc pull` after checking that the default remote answers: no public remote holds this project's
 # models and data, so in a fresh clone this says so in one line (and what to do) instead of 23 DVC errors
@@ -159,11 +166,11 @@ review-export: $(STAMP)
 GPU_GIB ?=
 MODEL_CONFIG ?=
 preflight: $(STAMP)
-	$(PY) -m decision_pipeline preflight check --profile $(PROFILE) $(if $(GPU_GIB),--gpu-gib $(GPU_GIB))
+	$(PY) -m decision_pipeline preflight check --profile $(call q,PROFILE) $(if $(GPU_GIB),--gpu-gib $(call q,GPU_GIB))
 
 memory-plan: $(STAMP)
-	$(PY) -m decision_pipeline preflight plan --profile $(PROFILE) $(if $(GPU_GIB),--gpu-gib $(GPU_GIB)) $(if $(MODEL_CONFIG),--model-config $(MODEL_CONFIG))
-	$(PY) -m decision_pipeline preflight hours --profile $(PROFILE)
+	$(PY) -m decision_pipeline preflight plan --profile $(call q,PROFILE) $(if $(GPU_GIB),--gpu-gib $(call q,GPU_GIB)) $(if $(MODEL_CONFIG),--model-config $(call q,MODEL_CONFIG))
+	$(PY) -m decision_pipeline preflight hours --profile $(call q,PROFILE)
 
 gpu-install: $(STAMP)
 	$(PIP) install -r requirements-gpu.txt
@@ -173,4 +180,4 @@ gpu-install: $(STAMP)
 # smoke (Qwen3-4B shapes, the real trainers' steps beside the memory plan): one table, about a minute or two.
 # TINY=1 is the CPU variant at tiny shapes (what CI runs); OUT= keeps the table and JSON there (default /tmp)
 gpu-check: $(STAMP)
-	$(PY) -m decision_pipeline gpu-check $(if $(TINY),--tiny) $(if $(OUT),--out $(OUT))
+	$(PY) -m decision_pipeline gpu-check $(if $(TINY),--tiny) $(if $(OUT),--out $(call q,OUT))

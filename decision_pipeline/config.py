@@ -76,11 +76,11 @@ def collect_errors(data: dict, path: str | Path, reference: dict | None = None) 
     value (or dropped when the reference has none) and the section loaded again, so one typo
     does not hide the next.
     """
-    from decision_pipeline.common.params import from_dict
+    from decision_pipeline.common.params import from_dict, shown
 
     errors = []
     for name in sorted(set(data) - set(SECTIONS), key=str):
-        errors.append(f"{path}: section '{name}' is unknown; known sections are {', '.join(SECTIONS)}")
+        errors.append(f"{path}: section '{shown(name)}' is unknown; known sections are {', '.join(SECTIONS)}")
     for name, cls in SECTIONS.items():
         if name not in data:
             errors.append(f"{path}: section '{name}' is missing; add it (see params.yaml on main)")

@@ -61,6 +61,24 @@ def make_pool(out: Path, docs: int, shard_docs: int, seed: int = 7) -> None:
         print(f"[ray_pool] {path.name}: {n} documents ({lo + n}/{docs})", file=sys.stderr, flush=True)
 
 
+def pool_problem(out: Path, docs: int, shard_docs: int) -> str | None:
+    """Why `--make-pool OUT` cannot write a pool there (`make ray-pool RAY_POOL=...`), or None: checked before
+    the first shard is written."""
+    if docs < 1 or shard_docs < 1:
+        return f"--docs {docs} / --shard-docs {shard_docs} (RAY_POOL_DOCS): give whole numbers >= 1"
+    if out.exists() and not out.is_dir():
+        return (f"{out} (RAY_POOL) is a file, not a shard directory; give a new or existing directory "
+                "(default data/perf/ray_pool)")
+    if out.is_dir() and any(f.suffix not in (".parquet", ".tmp") or not f.name.startswith("part-")
+                            for f in out.iterdir()):  # a .tmp: a shard a killed run left half-written
+        return (f"{out} (RAY_POOL) holds files that are not this pool's part-*.parquet shards; give an empty or "
+                "new directory")
+    parent = next((p for p in [out, *out.parents] if p.exists()), Path("."))
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        return f"{out} (RAY_POOL): cannot create it under {parent}; give a writable directory"
+    return None
+
+
 def prefix_dir(pool: Path, size: int, work: Path) -> tuple[Path, int]:
     """A directory linking the first shards that hold `size` documents; returns it and their count."""
     d = work / f"pool_{size}"
@@ -124,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     if args.make_pool:
+        problem = pool_problem(args.make_pool, args.docs, args.shard_docs)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
         make_pool(args.make_pool, args.docs, args.shard_docs)
         return 0
     if not args.pool or not args.pool.is_dir():
@@ -149,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
             # throughput at the small size (1 and 2 workers, and local); the large size with 2 workers only:
             # what it adds is the driver's memory, and a 1-worker pass there would double the bench's time
             runs = {f"ray_{w}": run_curate(pool, args.work, f"ray{w}_{size}", {"engine": "ray", "ray": {
-                "address": address, "workers": w, "batch_docs": 2000}}) for w in ((1, 2) if size == small else (2,))}
+                "address": address, "connect_timeout_s": 60, "workers": w, "batch_docs": 2000}})
+                for w in ((1, 2) if size == small else (2,))}
             if size == small:
                 runs["local"] = run_curate(one_file(pool), args.work, f"local_{size}", {"engine": "local"})
                 if runs["local"]["selection"] != runs["ray_2"]["selection"]:

@@ -30,7 +30,7 @@ from decision_pipeline.charter.throughput import ThroughputParams, cost, measure
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import read_json
 from decision_pipeline.common.params import rule
-from decision_pipeline.common.raycluster import ENGINES, choose
+from decision_pipeline.common.raycluster import CONNECT_SECONDS, ENGINES, choose
 
 
 @dataclass
@@ -41,7 +41,7 @@ class ReflectParams:
                        doc="local: this process (an endpoint's requests `concurrency` at a time); ray: the seed "
                            "documents in chunks over `ray.workers` Ray actors, each its own generator (a served "
                            "replica per actor with serve_model): the same reflections, byte for byte")
-    ray: ReflectRayParams = rule(run_control=True, default_factory=lambda: ReflectRayParams("auto"),
+    ray: ReflectRayParams = rule(run_control=True, default_factory=lambda: ReflectRayParams("auto", CONNECT_SECONDS),
                                  doc="the Ray cluster and its actors (engine: ray only)")
 
 

@@ -88,7 +88,8 @@ def load_charter(path: str | Path) -> Charter:
     p = Path(path)
     if not p.is_file():
         raise PipelineError(f"{p}: charter file not found; fix charter path in params")
-    return parse_charter(read_text(p), str(p))      # a BOM or a non-UTF-8 byte: one line naming the file
+    # a BOM or a non-UTF-8 byte: one line naming the file; Windows line endings read as LF (a text-mode read did)
+    return parse_charter(read_text(p).replace("\r\n", "\n"), str(p))
 
 
 def citations(text: str) -> list[str]:

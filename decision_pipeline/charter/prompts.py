@@ -73,10 +73,9 @@ def parse_prompt(text: str, charter: Charter, source: str, kind: str = "reflecti
     """Check and parse prompt text (see module docstring); errors name `source`."""
     if text.startswith("\ufeff"):
         raise PipelineError(f"{source}: starts with a byte-order mark (UTF-8 BOM); {SAVE_AS}")
+    text = text.replace("\r\n", "\n")  # Windows line endings read as LF, as a text-mode read did before
     m = _FRONT.match(text)
     if not m:
-        if text.startswith("---\r\n"):
-            raise PipelineError(f"{source}: has Windows line endings (CRLF); save it with LF line endings")
         raise PipelineError(f"{source}: missing front matter; start the file with '---\\nversion: 1\\n---'")
     meta = load_yaml(m.group(1), f"{source}: front matter") or {}
     version = meta.get("version") if isinstance(meta, dict) else None

@@ -105,7 +105,7 @@ def _attach(cfg: ReflectRayParams, c: CandidateParams) -> tuple[Any, dict]:
     """Join the cluster and check it can hold the actors at once; the resources of one actor (a served
     replica's `gpus` GPUs on a GPU cluster)."""
     gpus = c.gpus if c.kind == "endpoint" and c.serve_model else 0
-    return raypool.attach(cfg.address, "reflect.ray.address", cfg.workers, "reflect.ray.workers", cfg.cpus_per_worker,
+    return raypool.attach(cfg, "reflect.ray.address", cfg.workers, "reflect.ray.workers", cfg.cpus_per_worker,
                           gpus, f"reflect.ray.workers is {cfg.workers} (x {c.gpus} GPU each) but the Ray cluster at "
                                 f"{cfg.address} has {{gpus}} GPU(s); lower reflect.ray.workers")
 
@@ -134,7 +134,11 @@ def reflect_on_ray(name: str, c: CandidateParams, charter: Charter, checks: Chec
         with JsonlAppender(path) as log:
             todo = [lo for lo in range(0, len(docs), chunk) if f"chunk-{lo}" not in log.done]
             if todo:
-                raypool.run(ray, ReflectReplica, (name, c, charter, checks, prompt, seed),
+                # a tokenizer directory by absolute path: an actor resolves a relative one against the directory
+                # its node's `ray start` ran in (an HF id, not a local path, stays as written)
+                here = replace(c, tokenizer=str(Path(c.tokenizer).resolve())) if c.tokenizer and \
+                    Path(c.tokenizer).exists() else c
+                raypool.run(ray, ReflectReplica, (name, here, charter, checks, prompt, seed),
                             min(cfg.workers, len(todo)), resources, todo, log,
                             lambda actor, lo, _: actor.run.remote(lo, list(docs[lo:lo + chunk])), receive,
                             label=f"reflect@{name}", noun="actor", close="close",

@@ -116,17 +116,24 @@ def open_store(path: str | Path) -> sqlite3.Connection:
     A database written by a newer schema than this code knows is refused.
     """
     p = Path(path)
+    if p.is_dir():
+        raise PipelineError(f"{p}: is a directory, not a review store; point the path at the store's .sqlite file")
     p.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(p), timeout=30)
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    with conn:
-        for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
-            conn.execute(stmt)
-        version = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0]
-        if version is None:
-            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")  # the first read of the file: not SQLite fails here, unchanged
+        conn.execute("PRAGMA foreign_keys=ON")
+        with conn:
+            for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                conn.execute(stmt)
+            version = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+            if version is None:
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # not SQLite, or its schema pages damaged
+        conn.close()
+        raise PipelineError(f"{p}: not a review store ({' '.join(str(exc).split())[:80]}); point the path at the "
+                            "review store (an SQLite file), restore it from a backup, or move this file away") from None
     if version is not None and version > SCHEMA_VERSION:
         conn.close()
         raise PipelineError(f"{p}: review store schema v{version} is newer than this code (v{SCHEMA_VERSION}); "

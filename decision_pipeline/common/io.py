@@ -80,6 +80,26 @@ def write_timings(path: str | Path, started: float, numbers: dict) -> None:
     write_json(path, {"machine_dependent": True, "wall_seconds": round(time.time() - started, 2), **numbers})
 
 
+def _float_sized_int(text: str) -> int:
+    """An integer a metric may hold: one a float can carry (every reader does arithmetic on it)."""
+    if len(text.lstrip("-")) > 308:
+        raise ValueError(f"the integer {text[:12]}... has {len(text.lstrip('-'))} digits, more than a number holds")
+    return int(text)
+
+
+def loads_json(text: str, where: str, redo: str) -> Any:
+    """JSON a stage or a tool wrote (metrics, noise and claims files), parsed for readers that compute with it:
+    an integer past a float's range or nesting past Python's limit is refused like a syntax error, in one line
+    naming `where` and saying what to do (`redo`)."""
+    try:
+        return json.loads(text, parse_int=_float_sized_int)
+    except json.JSONDecodeError as exc:
+        raise PipelineError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno}); {redo}") from None
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise PipelineError(f"{where}: not valid JSON ({reason}); {redo}") from None
+
+
 def read_json(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
@@ -230,9 +250,29 @@ def write_table(path: str | Path, rows: list[dict], schema: pa.Schema) -> None:
         raise
 
 
+def shard_files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
+    """A shard directory's own files with one of `suffixes`, in name order (the pool order).
+
+    Shards are read from the directory itself, never from its subdirectories: a subdirectory holding
+    shards (or a directory named like one, as Spark writes) is refused in one line rather than silently
+    skipped, so no document a person meant to include is dropped without a word."""
+    files = []
+    for entry in sorted(folder.iterdir()):
+        if entry.is_dir():
+            if entry.suffix in suffixes or any(p.suffix in suffixes for p in entry.rglob("*")):
+                raise PipelineError(f"{entry}: a subdirectory holding {'/'.join('*' + s for s in suffixes)} shards "
+                                    f"is not read (shards are read from {folder} itself); move its shards up into "
+                                    f"{folder}, or out of it")
+        elif entry.suffix in suffixes:
+            files.append(entry)
+    return files
+
+
 def read_table(path: str | Path, schema: pa.Schema | None = None) -> list[dict]:
     """Read a Parquet table; when `schema` is given the file must carry exactly it."""
     path = Path(path)
+    if path.is_dir():
+        raise PipelineError(f"{path}: is a directory; expected one Parquet file")
     if not path.is_file():
         raise PipelineError(f"{path}: file not found; run the stage that writes it (dvc repro)")
     try:

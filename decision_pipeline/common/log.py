@@ -105,7 +105,8 @@ def stage_main(func: Callable[[list[str] | None], Any] | None = None, *, ray_exi
     `@stage_main(ray_exit=True)`: a run that attached to a Ray cluster ends the process with
     `os._exit(0)` once main returns. A Ray driver can hang in interpreter shutdown after a replica was
     restarted (seen once in the suite: every output written, the process asleep for minutes); the
-    outputs are complete and closed by then, so the process ends there."""
+    outputs are complete and closed by then, so the process ends there. A join to a cluster that timed out
+    (raycluster: `ray.init` still running in a thread) ends the process the same way, with exit 2."""
     if func is None:
         return functools.partial(stage_main, ray_exit=ray_exit)
 
@@ -119,6 +120,10 @@ def stage_main(func: Callable[[list[str] | None], Any] | None = None, *, ray_exi
             func(argv)
         except PipelineError as exc:
             print(f"error: {params_file_named(str(exc), argv)}", file=sys.stderr)
+            if raycluster.abandoned():  # a `ray.init` past its timeout still runs in a thread: it would hold
+                sys.stdout.flush()      # the interpreter's exit, so the process ends here (nothing was written)
+                sys.stderr.flush()
+                os._exit(2)
             return 2
         if ray_exit and raycluster.joins() > joins:
             sys.stdout.flush()

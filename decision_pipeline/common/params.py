@@ -43,7 +43,7 @@ def rule(*, min: float | None = None, max: float | None = None, gt: float | None
     `keys` names what a mapping's keys may be: a typo inside a mapping
     (`register_weights: {forun: 0.6}`) fails like a typo of a field name.
     `gt` is an exclusive lower bound (a learning rate of 0 trains nothing, silently);
-    `nonempty` refuses an empty list or mapping (`families: []` makes 0 items downstream).
+    `nonempty` refuses an empty list or mapping (`families: []` makes 0 items downstream), or a blank string.
     `external` marks a path that is a DVC dep of its stage: '' is refused (DVC cannot track an empty
     path and fails with a bare "unexpected error"); `configs/external/none` is the way to say none.
     `run_control` marks a knob that decides how a run is carried out, never what it computes
@@ -91,8 +91,15 @@ def check_sections(data: dict, path: str | Path) -> None:
     if unknown:
         close = difflib.get_close_matches(str(unknown[0]), SECTION_NAMES, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise PipelineError(f"{path}: section '{unknown[0]}' is unknown{hint}; "
+        raise PipelineError(f"{path}: section '{shown(unknown[0])}' is unknown{hint}; "
                             f"known sections are {', '.join(SECTION_NAMES)}")
+
+
+def shown(key: object) -> str:
+    """A key as it may be printed: printable ASCII as is, anything else escaped (`bat\\u0441h_docs`, `a\\u200bb`),
+    so an invisible or look-alike character in a hand-typed key is visible in the one-line error."""
+    text = str(key)
+    return "".join(ch if " " < ch < "\x7f" else "\\x20" if ch == " " else ascii(ch)[1:-1] for ch in text)
 
 
 def from_dict(cls: type[T], raw: Any, where: str) -> T:
@@ -104,7 +111,7 @@ def from_dict(cls: type[T], raw: Any, where: str) -> T:
     if unknown:
         close = difflib.get_close_matches(str(unknown[0]), list(fields), n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise PipelineError(f"{where}.{unknown[0]}: unknown key{hint}; known keys are {', '.join(sorted(fields))}")
+        raise PipelineError(f"{where}.{shown(unknown[0])}: unknown key{hint}; known keys are {', '.join(sorted(fields))}")
     hints = typing.get_type_hints(cls)
     values = {}
     for name, f in fields.items():
@@ -158,7 +165,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise PipelineError(f"{key}: expected a mapping, got {value!r}")
         if not args:
             return value
-        return {_coerce(k, args[0], key): _coerce(v, args[1], f"{key}.{k}") for k, v in value.items()}
+        return {_coerce(k, args[0], key): _coerce(v, args[1], f"{key}.{shown(k)}") for k, v in value.items()}
     if tp is Any:
         return value
     if tp is float:
@@ -187,8 +194,10 @@ def _check_rules(value: Any, meta: typing.Mapping, key: str) -> None:
     if allowed is not None and isinstance(value, dict):
         unknown = sorted(set(value) - set(allowed))
         if unknown:
-            raise PipelineError(f"{key}.{unknown[0]}: unknown key; it may name {', '.join(map(str, allowed))}")
+            raise PipelineError(f"{key}.{shown(unknown[0])}: unknown key; it may name {', '.join(map(str, allowed))}")
         value = list(value.values())
+    if meta.get("nonempty") and isinstance(value, str) and not value.strip():
+        raise PipelineError(f"{key} is empty; give {meta.get('doc') or 'a value'}")
     if meta.get("nonempty") and isinstance(value, (list, dict)) and not value:
         hint = f"one of {', '.join(map(str, meta['choices']))}" if meta.get("choices") else "one value"
         raise PipelineError(f"{key} is empty; list at least {hint}")

@@ -53,13 +53,14 @@ def unpack(files: dict[str, bytes], prefix: str) -> str:
     return root
 
 
-def attach(address: str, address_key: str, workers: int, workers_key: str, cpus_each: int, gpus_each: int = 0,
-           gpu_refusal: str = "") -> tuple[Any, dict]:
-    """Join the cluster at `address` and check it can hold `workers` actors at once; returns `ray` and one
-    actor's resources. On a cluster with GPUs an actor with `gpus_each` > 0 takes that many GPUs (and one
+def attach(cluster: raycluster.RayParams, address_key: str, workers: int, workers_key: str, cpus_each: int,
+           gpus_each: int = 0, gpu_refusal: str = "") -> tuple[Any, dict]:
+    """Join the cluster at `cluster.address` (within its `connect_timeout_s`) and check it can hold `workers`
+    actors at once; returns `ray` and one actor's resources. On a cluster with GPUs an actor with `gpus_each` > 0 takes that many GPUs (and one
     CPU); otherwise `cpus_each` CPUs. Too few is one line: `gpu_refusal` (its `{gpus}`: the cluster's GPUs),
     or raycluster.check_capacity's naming `workers_key`; the driver is detached again first."""
-    ray = raycluster.connect(address, address_key)
+    address = cluster.address
+    ray = raycluster.connect(address, address_key, cluster.connect_timeout_s)
     try:
         gpus = raycluster.cluster_gpus(ray)
         if gpus and gpus_each:

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_rng
-from decision_pipeline.common.io import iter_jsonl
+from decision_pipeline.common.io import iter_jsonl, shard_files
 from decision_pipeline.common.params import rule
 from decision_pipeline.curation import _lexicon as lx
 from decision_pipeline.curation.artifacts import artifact_shares, source_register
@@ -221,7 +221,7 @@ def load_external_pool(path: str | Path) -> list[dict]:
     """
     p = Path(path)
     if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.suffix in (".jsonl", ".parquet"))
+        files = shard_files(p, (".jsonl", ".parquet"))
         if not files:
             raise PipelineError(f"{p}: no *.jsonl or *.parquet shards in this directory; add shards or fix the path")
     elif p.is_file():

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_rng
 from decision_pipeline.common.io import read_table
 from decision_pipeline.common.params import rule
@@ -103,6 +104,9 @@ def curate_files(name: str, pool_path: str, dev_path: str, items_path: str, toke
     # transformers (and torch beneath it) only here: the stage's `--help` and a wrong flag answer in under
     # a second instead of paying ~4 s of imports
     from decision_pipeline.lm.bpe import load_tokenizer
+    if Path(pool_path).is_dir():
+        raise PipelineError(f"{pool_path}: a directory (of Parquet shards?); curate.engine local reads one Parquet "
+                            "file: give --pool the file, or set curate.engine: ray, which reads a shard directory")
     pool = validate_pool(read_table(pool_path), pool_path)
     tok = load_tokenizer(tokenizer_path)
     count = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731

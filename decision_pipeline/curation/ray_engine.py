@@ -17,6 +17,7 @@ import json
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -69,7 +70,8 @@ def _map(ray: Any, items: list[dict], fn: Any, kwargs: dict, workers: int) -> An
     ctx = ray.data.DataContext.get_current()  # importing ray.data configures its loggers: quiet them after
     for handler in logging.getLogger("ray.data").handlers:  # the console only: its session log file keeps all
         if type(handler).__name__ != "SessionFileHandler":
-            handler.setLevel(logging.ERROR)  # the stage prints one summary line (or one error line), not Ray's
+            # the stage prints one summary line (or one error line, a failed task's included), not Ray's
+            handler.setLevel(logging.CRITICAL)
     ctx.print_on_execution_start = False
     ctx.enable_progress_bars = bars_enabled()
     ds = ray.data.from_items(items, override_num_blocks=len(items))
@@ -173,7 +175,7 @@ def curate_on_ray(name: str, pool: str, dev_path: str, items_path: str, tokenize
     reader = rk.RowReader(shards)
     n = sum(sum(s.row_groups) for s in shards)
     tok = load_tokenizer(tokenizer_path)
-    ray, _ = attach(rp.address, "curate.ray.address", rp.workers, "curate.ray.workers", 1)  # tasks of 1 CPU
+    ray, _ = attach(rp, "curate.ray.address", rp.workers, "curate.ray.workers", 1)  # tasks of 1 CPU
     held_out = held_out_questions(items)
     work = rk.units(shards, rp.batch_docs)
     with task_errors():  # a task's PipelineError comes back wrapped by Ray: raised as itself
@@ -191,8 +193,9 @@ def curate_on_ray(name: str, pool: str, dev_path: str, items_path: str, tokenize
         filt = ~contam & pc.equal(table.column("failed"), "").to_numpy(zero_copy_only=False)
         clf = train_classifier(dev, _Background(reader, clean_pos), p.registers, p.classifier, seed=seed)
         need = ~contam if name == "random" else filt
-        measured = _map(ray, _needing(work, need), rk.measure, {"model": clf, "tokenizer": tokenizer_path},
-                        rp.workers)
+        # absolute: a worker resolves a relative path against its node's `ray start` directory
+        tokenizer = str(Path(tokenizer_path).resolve())
+        measured = _map(ray, _needing(work, need), rk.measure, {"model": clf, "tokenizer": tokenizer}, rp.workers)
         del contam
         need_pos = np.flatnonzero(need)  # scores and token counts exist for these documents only
         scores = np.full((len(need_pos), len(p.registers)), np.nan)

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import shard_files
 from decision_pipeline.common.params import rule
 from decision_pipeline.common.raycluster import RayParams
 from decision_pipeline.curation.classifier import RegisterModel, score_docs
@@ -51,14 +52,16 @@ class Shard:
 
 
 def list_shards(pool: str | Path) -> list[Shard]:
-    """The pool's Parquet shards (a file, or a directory's *.parquet in name order), footers checked."""
+    """The pool's Parquet shards (a file, or a directory's own *.parquet in name order), footers checked.
+    Their paths are absolute: a Ray worker resolves a relative path against the directory its node's
+    `ray start` ran in, not the stage's (dvc.yaml passes relative paths)."""
     p = Path(pool)
     if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.suffix == ".parquet")
+        files = [f.resolve() for f in shard_files(p, (".parquet",))]
         if not files:
             raise PipelineError(f"{p}: no *.parquet shards in this directory; add shards or point --pool at them")
     elif p.is_file():
-        files = [p]
+        files = [p.resolve()]
     else:
         raise PipelineError(f"{p}: pool not found; run the ingest stage or fix --pool")
     shards, offset = [], 0
@@ -94,7 +97,13 @@ def units(shards: Sequence[Shard], batch_docs: int) -> list[dict]:
 
 
 def read_unit(u: dict) -> tuple[list, list]:
-    """(ids, texts) of one unit; a damaged shard or a bad row is one line naming the file."""
+    """(ids, texts) of one unit; a damaged shard, one this node cannot see, or a bad row is one line naming
+    the file."""
+    if not Path(u["path"]).is_file():
+        import socket  # noqa: PLC0415
+
+        raise PipelineError(f"{u['path']}: not found on the Ray node {socket.gethostname()} running this task; "
+                            "every node must see the pool at this path (a shared filesystem; docs/scaling.md)")
     try:
         t = pq.ParquetFile(u["path"]).read_row_group(int(u["rg"]), columns=["id", "text"])
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a corrupt page

@@ -255,6 +255,43 @@ def check_endpoints(params: dict, base_tok: Any) -> list[str]:
     return out
 
 
+# sections with `engine: ray`: (section, workers key, CPUs each key or a fixed count, GPUs each)
+RAY_SECTIONS = (("curate", "curate.ray.workers", 1, 0),
+                ("generate", "generate.workers", "generate.ray.cpus_per_worker", 1),
+                ("rl_probe", "rl_probe.workers", "rl_probe.ray.cpus_per_worker", 1),
+                ("reflect", "reflect.ray.workers", "reflect.ray.cpus_per_worker", 0))
+
+
+def check_ray(params: dict) -> list[str]:
+    """Each section whose `engine` is ray joins its cluster as the stage would (`raypool.attach`: the address
+    probed, the join bounded by `ray.connect_timeout_s`, the worker count checked against the cluster's
+    CPUs, or GPUs where the cluster has them) and detaches again; a failure is the stage's own line."""
+    from decision_pipeline.common import raycluster, raypool
+    from decision_pipeline.common.params import from_dict
+
+    out = []
+    for section, workers_key, cpus, gpus in RAY_SECTIONS:
+        if _get(params, f"{section}.engine", "local") != "ray":
+            continue
+        raw = _get(params, f"{section}.ray", {}) or {}
+        names = ("address", "connect_timeout_s")
+        try:
+            cluster = from_dict(raycluster.RayParams, {k: v for k, v in raw.items() if k in names} if
+                                isinstance(raw, dict) else raw, f"{section}.ray")
+            workers, each = _get(params, workers_key, 1), cpus if isinstance(cpus, int) else _get(params, cpus, 1)
+            on_cpu = section == "rl_probe" and _get(params, "runtime.device", "auto") == "cpu"
+            ray, _ = raypool.attach(cluster, f"{section}.ray.address", int(workers), workers_key, int(each),
+                                    0 if on_cpu else gpus,
+                                    f"{workers_key} is {workers} but the Ray cluster at {cluster.address} has "
+                                    f"{{gpus}} GPU(s); lower {workers_key} or add GPU nodes")
+            raycluster.disconnect(ray)
+        except PipelineError as exc:
+            out.append(str(exc))
+        except (TypeError, ValueError) as exc:  # a non-number worker count: `make check` names it
+            out.append(f"{workers_key}: {exc}; run `make check`")
+    return out
+
+
 def check_plan(params: dict, gpu_gib: float, model_config: str | None) -> list[str]:
     """The memory plan's refusals (skipped when the model config is missing: reported above)."""
     source = model_config or (_get(params, "base_model.path", "") if _get(params, "base_model.source", "") == "path"
@@ -270,7 +307,9 @@ def check_plan(params: dict, gpu_gib: float, model_config: str | None) -> list[s
 
 def preflight(params: dict, root: Path, gpu_gib: float, model_config: str | None = None,
               cuda_available: Callable[[], bool] | None = None) -> list[str]:
-    """Every failure line of the profile, in a fixed order (install, models, weights, endpoints, data, memory)."""
+    """Every failure line of the profile, in a fixed order (install, models, weights, endpoints, Ray clusters,
+    data, memory)."""
     base_tok, model_errs = check_models(params)
     return (check_torch(params, cuda_available) + model_errs + check_weights(params) + check_endpoints(params, base_tok)
-            + check_s1mb(params) + check_reviews(params, root) + check_plan(params, gpu_gib, model_config))
+            + check_ray(params) + check_s1mb(params) + check_reviews(params, root)
+            + check_plan(params, gpu_gib, model_config))

@@ -13,6 +13,8 @@ Nothing else is written: the profile is merged in memory.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -22,9 +24,17 @@ from decision_pipeline.common.errors import PipelineError
 FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "qwen3_4b"
 
 
-def _gpu_gib(arg: float | None) -> tuple[float, str]:
-    if arg:
-        return arg, ""
+def _gpu_gib(arg: str | None) -> tuple[float, str]:
+    """The card's GiB: --gpu-gib (make's GPU_GIB) when given, a finite number > 0, else the visible card's."""
+    if arg is not None:
+        try:
+            gib = float(arg)
+        except ValueError:
+            gib = math.nan
+        if not math.isfinite(gib) or gib <= 0:
+            raise PipelineError(f"--gpu-gib (GPU_GIB) is {arg!r}; give one GPU's memory in GiB, a number > 0 "
+                                "(e.g. GPU_GIB=80), or leave it out to read the visible card")
+        return gib, ""
     import torch
     if torch.cuda.is_available():
         return torch.cuda.get_device_properties(0).total_memory / 1024 ** 3, ""
@@ -88,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("command", choices=("check", "plan", "hours", "compare", "record"))
     ap.add_argument("--profile", default="default", help="profiles/<name>.yaml merged over params.yaml")
     ap.add_argument("--params", default=None, help="an already merged params file (wins over --profile)")
-    ap.add_argument("--gpu-gib", type=float, default=None, help="memory of one GPU; default: the visible card")
+    ap.add_argument("--gpu-gib", default=None, help="memory of one GPU in GiB (> 0); default: the visible card")
     ap.add_argument("--model-config", default=None, help="config.json to plan with (default: base_model.path)")
     ap.add_argument("--root", default=".", help="repository root (params.yaml, profiles/, reviews/)")
     ap.add_argument("--no-triton", action="store_true", help="plan TRL's torch fallback instead of its Triton kernels "
@@ -137,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     if errs:
         print(f"{args.command}: {len(errs)} problem(s) for profile {args.params or args.profile} ({took:.1f} s)",
               file=sys.stderr)
+        from decision_pipeline.common import raycluster
+        if raycluster.abandoned():  # a Ray join past its timeout still runs in a thread: it would hold the exit
+            sys.stderr.flush()
+            os._exit(2)
         return 2
     print(f"{args.command}: ok for profile {args.params or args.profile} ({took:.1f} s){note}")
     return 0

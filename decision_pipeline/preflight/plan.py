@@ -84,20 +84,33 @@ def read_shape(config_path: str | Path) -> ModelShape:
     if not isinstance(cfg, dict):
         raise PipelineError(f"{path}: holds {type(cfg).__name__}, not a JSON object; copy the config.json that came "
                             "with the model")
-    try:
-        heads = int(cfg["num_attention_heads"])
-        return ModelShape(hidden=int(cfg["hidden_size"]), layers=int(cfg["num_hidden_layers"]), heads=heads,
-                          kv_heads=int(cfg.get("num_key_value_heads") or heads),
-                          head_dim=int(cfg.get("head_dim") or cfg["hidden_size"] // heads),
-                          intermediate=int(cfg["intermediate_size"]), vocab=int(cfg["vocab_size"]),
-                          tied=bool(cfg.get("tie_word_embeddings", False)),
-                          max_positions=int(cfg.get("max_position_embeddings", 0)),
-                          qk_norm=cfg.get("model_type", "qwen3").startswith("qwen3"))
-    except KeyError as exc:
-        raise PipelineError(f"{path}: key {exc.args[0]} missing; the memory plan needs a decoder config") from None
-    except (TypeError, ValueError, OverflowError, ZeroDivisionError, AttributeError) as exc:  # "", null, nan, 0 heads
-        raise PipelineError(f"{path}: a size the memory plan reads is not a positive whole number ({exc}); copy the "
-                            "config.json that came with the model") from None
+    def size(key: str, default: int | None = None) -> int:
+        """A JSON integer > 0 (a string "2560", a float, a bool or 0 is refused, not converted)."""
+        if key not in cfg or cfg[key] is None and default is not None:
+            if default is None:
+                raise PipelineError(f"{path}: key {key} missing; the memory plan needs a decoder config")
+            return default
+        value = cfg[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise PipelineError(f"{path}: {key} is {value!r}, not a whole number > 0; copy the config.json that "
+                                "came with the model")
+        return value
+
+    heads, hidden = size("num_attention_heads"), size("hidden_size")
+    tied, model_type = cfg.get("tie_word_embeddings", False), cfg.get("model_type", "qwen3")
+    if not isinstance(tied, bool) or not isinstance(model_type, str):
+        bad = "tie_word_embeddings" if not isinstance(tied, bool) else "model_type"
+        raise PipelineError(f"{path}: {bad} is {cfg[bad]!r}, not a {'true/false' if bad[0] == 't' else 'string'}; "
+                            "copy the config.json that came with the model")
+    if "head_dim" not in cfg and hidden % heads:
+        raise PipelineError(f"{path}: hidden_size {hidden} is not a multiple of num_attention_heads {heads} and "
+                            "head_dim is missing; copy the config.json that came with the model")
+    max_positions = cfg.get("max_position_embeddings")
+    return ModelShape(hidden=hidden, layers=size("num_hidden_layers"), heads=heads,
+                      kv_heads=size("num_key_value_heads", heads), head_dim=size("head_dim", hidden // heads),
+                      intermediate=size("intermediate_size"), vocab=size("vocab_size"), tied=tied,
+                      max_positions=0 if max_positions is None else size("max_position_embeddings"),
+                      qk_norm=model_type.startswith("qwen3"))
 
 
 def param_count(m: ModelShape) -> int:

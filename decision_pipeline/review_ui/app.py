@@ -28,7 +28,7 @@ from decision_pipeline.charter.charter import Charter, load_charter
 from decision_pipeline.charter.rubric import (DIMENSION_DOCS, DIMENSIONS, VERDICTS, VOICE_LABELS, VOICES,
                                               verdict_rule)
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.review_ui import auth, queries, security
+from decision_pipeline.review_ui import auth, network, queries, security
 from decision_pipeline.review_ui.context import close_db, db
 from decision_pipeline.review_ui.render import voice_views
 from decision_pipeline.review_ui.throttle import ThrottleRules
@@ -44,15 +44,26 @@ class UIConfig:
     store_path: str
     charter_path: str
     secret_key: str
-    trusted_hosts: tuple[str, ...] = ()   # Host headers served (the bound host:port); () = any (tests)
+    trusted_hosts: tuple[str, ...] = ()   # Host names served (review_ui/network.py; a :port is ignored); () = any
     throttle: ThrottleRules = ThrottleRules()   # sign-in tries per name / address and the lock-out
+
+
+def _refuse_foreign_hosts():
+    """A request whose Host this app does not serve (a DNS-rebinding page, a mistyped name) gets 400."""
+    allowed = current_app.config.get("ALLOWED_HOSTS")
+    if allowed and not network.host_allowed(request.headers.get("Host"), allowed):
+        from werkzeug.exceptions import BadRequest
+        problem = (f"this app does not answer to the host {request.headers.get('Host', '')!r}; its operator lists "
+                   "the names it serves in REVIEW_UI_ALLOWED_HOSTS")
+        return render_template("error.html", error=BadRequest(problem)), 400
+    return None
 
 
 def _refuse_foreign_posts():
     """Every POST carries this session's CSRF token and no foreign Origin/Referer (400 otherwise)."""
     if request.method != "POST":
         return None
-    allowed = {request.host, *(current_app.config.get("TRUSTED_HOSTS") or ())}
+    allowed = {request.host, *(current_app.config.get("ALLOWED_HOSTS") or ())}
     problem = security.post_problem(request, session, allowed)
     if problem:
         from werkzeug.exceptions import BadRequest
@@ -77,9 +88,10 @@ def create_app(cfg: UIConfig) -> Flask:
                       STORE_PATH=cfg.store_path, MAX_CONTENT_LENGTH=256 * 1024,
                       PERMANENT_SESSION_LIFETIME=timedelta(hours=SESSION_HOURS))
     if cfg.trusted_hosts:  # a DNS-rebinding page resolves its own name to 127.0.0.1: its Host is refused
-        app.config["TRUSTED_HOSTS"] = list(cfg.trusted_hosts)
+        app.config["ALLOWED_HOSTS"] = list(cfg.trusted_hosts)
     app.extensions["charter"] = charter
     app.teardown_appcontext(close_db)
+    app.before_request(_refuse_foreign_hosts)
     app.before_request(_refuse_foreign_posts)
     auth.install(app, cfg.throttle)
     app.after_request(_security_headers)

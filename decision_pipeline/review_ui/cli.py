@@ -17,6 +17,9 @@ sync: only the copy of reflections (annotations) into the live store.
 
 Environment (defaults in brackets):
   REVIEW_UI_PORT [8765], REVIEW_UI_HOST [127.0.0.1: this machine only; 0.0.0.0 opens it to the network]
+  REVIEW_UI_ALLOWED_HOSTS [loopback bind: localhost, 127.0.0.1, ::1; network bind: this machine's names and
+    addresses]: the Host names the app answers to, comma-separated (`.lab.example` also serves its
+    subdomains, `*` any); any other Host gets 400 (review_ui/network.py)
   REVIEW_STORE [reviews/store.sqlite]: the live store (git-ignored; back it up)
   REVIEW_ANNOTATIONS [data/reviews/store.sqlite]: the pipeline's store (`reviews` stage) to copy reflections from
   REVIEW_CHARTER [configs/charter/charter.md], REVIEW_UI_SECRET [random per start: restarting signs everyone out]
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 import os
+import socket
 import sqlite3
 import sys
 from pathlib import Path
@@ -33,10 +37,9 @@ from pathlib import Path
 from decision_pipeline.charter import store
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.yamlio import load_yaml
-from decision_pipeline.review_ui import accounts, queries
+from decision_pipeline.review_ui import accounts, network, queries
 from decision_pipeline.review_ui.app import config_from_env, create_app
 
-DEFAULT_PORT = 8765
 DEFAULT_EXPORT = "reviews/export.jsonl"
 
 
@@ -50,26 +53,34 @@ def export_path(params: str = "params.yaml") -> str:
     return DEFAULT_EXPORT
 
 
-def sync_annotations(live: str, source: str) -> int:
-    """Copy (insert or replace) every annotation of the pipeline's store into the live
-    store; reviews and comments of the source (seeded ones included) are not copied.
-
-    The source is a DVC output (maybe a link into the cache): it is opened immutable,
-    so nothing, not even a -wal/-shm file, is written next to it.
-    """
-    if not Path(source).is_file():
-        return 0
-    src = sqlite3.connect(f"{Path(source).resolve().as_uri()}?immutable=1", uri=True)
-    src.row_factory = sqlite3.Row
-    try:
-        rows = store.annotations(src)
-    finally:
-        src.close()
+def _copy_annotations(live: str, rows: list) -> int:
+    """Insert or replace the pipeline's annotations in the live store (its reviews and comments,
+    seeded ones included, are not copied)."""
     dst = store.open_store(live)
     try:
         return store.add_annotations(dst, rows)
     finally:
         dst.close()
+
+
+def pipeline_annotations(source: str) -> list:
+    """The annotations of the pipeline's store ([] when it is absent), read before the live store is touched.
+
+    The source is a DVC output (maybe a link into the cache): it is opened immutable,
+    so nothing, not even a -wal/-shm file, is written next to it.
+    """
+    if not Path(source).is_file():
+        return []
+    src = sqlite3.connect(f"{Path(source).resolve().as_uri()}?immutable=1", uri=True)
+    src.row_factory = sqlite3.Row
+    try:
+        rows = store.annotations(src)
+    except sqlite3.DatabaseError as exc:  # not SQLite, or a store without the annotations table
+        raise PipelineError(f"{source}: not the pipeline's review store ({exc}); set REVIEW_ANNOTATIONS to "
+                            "data/reviews/store.sqlite (built by `dvc repro reviews`)") from None
+    finally:
+        src.close()
+    return rows
 
 
 def _accounts_command(store_path: str, command: str, raw_name: str | None, reset: bool) -> int:
@@ -131,21 +142,34 @@ def main(argv: list[str] | None = None) -> int:
                 conn.close()
             print(f"review export: {n_rev} reviews, {n - n_rev} comments -> {out}")
             return 0
-        n = sync_annotations(cfg.store_path, source)
+        app = None
+        if args.command == "serve":  # the variables and the port checked before anything is written
+            host, port = network.host_from_env(os.environ), network.port_from_env(os.environ)
+            allowed = network.allowed_hosts(host, os.environ)
+            network.check_free(host, port)
+        rows = pipeline_annotations(source)
+        if args.command == "serve":  # the charter and the live store (created, or checked to be one)
+            app = create_app(replace(cfg, trusted_hosts=allowed))
+        n = _copy_annotations(cfg.store_path, rows) if rows else 0
         print(f"review store {cfg.store_path}: {n} reflections copied from {source}"
               if n else f"review store {cfg.store_path}: {source} not found, nothing copied "
                         "(build it with `dvc repro reviews`)", file=sys.stderr)
-        if args.command == "sync":
+        if app is None:
             return 0
-        host = os.environ.get("REVIEW_UI_HOST", "127.0.0.1")
-        port = int(os.environ.get("REVIEW_UI_PORT", DEFAULT_PORT))
-        names = {host, "localhost", "127.0.0.1"} if host in ("127.0.0.1", "localhost") else {host}
-        app = create_app(replace(cfg, trusted_hosts=tuple(sorted(f"{n}:{port}" for n in names))))
         from waitress import serve
-        print(f"review UI on http://{host}:{port}/ (store {cfg.store_path}); Ctrl-C stops it", file=sys.stderr)
-        serve(app, host=host, port=port, threads=8, ident="review-ui")
+        shown = host if network.is_loopback(host) or host not in ("0.0.0.0", "::") else socket.getfqdn()
+        print(f"review UI on http://{f'[{shown}]' if ':' in shown else shown}:{port}/ (listening on {host}; store "
+              f"{cfg.store_path}; serving Host {', '.join(allowed)}); Ctrl-C stops it", file=sys.stderr)
+        try:
+            serve(app, host=host, port=port, threads=8, ident="review-ui")
+        except OSError as exc:  # taken between the check and the bind
+            raise network.bind_error(host, port, exc) from None
         return 0
     except PipelineError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as e:  # a page or a text of the store damaged on disk
+        print(f"error: {cfg.store_path}: the review store is damaged ({' '.join(str(e).split())[:80]}); restore it "
+              "from your backup (nothing was written)", file=sys.stderr)
         return 2
 

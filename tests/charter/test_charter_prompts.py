@@ -1,9 +1,11 @@
 """Charter parsing, citation checks and prompt-file rules (version, {charter}, no pasted text)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from decision_pipeline.charter.charter import check_citations, citations, parse_charter
+from decision_pipeline.charter.charter import check_citations, citations, load_charter, parse_charter
 from decision_pipeline.charter.prompts import load_prompt, parse_prompt
 from decision_pipeline.common.errors import PipelineError
 
@@ -88,8 +90,7 @@ GOOD = "---\nversion: 1\n---\n{charter}\nReflect on {document}.\n"
     (GOOD.encode("utf-16-le"), "is UTF-16 (little-endian) text; save it as UTF-8"),
     (GOOD.encode("utf-32"), "is UTF-32 (little-endian) with a byte-order mark"),
     (GOOD.replace("Reflect", "R\xe9flect").encode("latin-1"), "line 5, byte 2 (0xe9) is not UTF-8"),
-    (GOOD.replace("\n", "\r\n").encode(), "has Windows line endings (CRLF)"),
-], ids=["utf8-bom", "utf16le-bom", "utf16be-bom", "utf16-no-bom", "utf32", "latin1", "crlf"])
+], ids=["utf8-bom", "utf16le-bom", "utf16be-bom", "utf16-no-bom", "utf32", "latin1"])
 def test_a_prompt_saved_by_another_editor_is_named_for_what_it_is(charter, tmp_path, data, named):
     path = tmp_path / "p.md"
     path.write_bytes(data)
@@ -99,6 +100,19 @@ def test_a_prompt_saved_by_another_editor_is_named_for_what_it_is(charter, tmp_p
     assert "front matter" not in str(err.value)
     path.write_text(GOOD)
     assert load_prompt(path, charter).version == 1  # the same text saved as UTF-8 loads
+
+
+def test_a_prompt_with_windows_line_endings_loads_as_the_same_prompt(charter, tmp_path):
+    """CRLF is read as LF (as a text-mode read did before the encoding rule, #53): the same template, so the
+    same prompts reach the model and the same reflections come back."""
+    crlf, lf = tmp_path / "crlf.md", tmp_path / "lf.md"
+    crlf.write_bytes(GOOD.replace("\n", "\r\n").encode())
+    lf.write_bytes(GOOD.encode())
+    got, want = load_prompt(crlf, charter), load_prompt(lf, charter)
+    assert (got.version, got.template) == (want.version, want.template) == (1, "{charter}\nReflect on {document}.\n")
+    charter_crlf = tmp_path / "charter.md"
+    charter_crlf.write_bytes(Path("configs/charter/charter.md").read_bytes().replace(b"\n", b"\r\n"))
+    assert load_charter(charter_crlf).text == charter.text and "\r" not in charter.text
 
 
 def test_a_missing_or_directory_prompt_path_is_one_line(charter, tmp_path):

@@ -17,6 +17,7 @@ from decision_pipeline.common.params import (
     read_params_file,
     rule,
 )
+from decision_pipeline.common.params import shown as shown_key
 
 
 # Dataclasses live at module level so `typing.get_type_hints` can resolve the
@@ -171,6 +172,22 @@ def test_unknown_key_names_file_dotted_key_and_known_keys(tmp_path):
     known = msg.split("known keys are", 1)[1]
     for name in ("limit", "name", "optim", "shuffle", "splits", "steps", "tags", "warmup", "weights"):
         assert name in known
+
+
+@pytest.mark.parametrize("key, shown", [
+    ("st\u0435ps", "st\\u0435ps"),        # a Cyrillic e: looks like "steps"
+    ("ste\u200bps", "ste\\u200bps"),      # a zero-width space inside
+    ("steps\u00a0", "steps\\xa0"),        # a no-break space after
+    ("steps ", "steps\\x20"),              # a plain trailing blank
+])
+def test_an_invisible_or_look_alike_character_in_a_key_is_shown_escaped(key, shown):
+    """#53: the one-line error shows the key as `\\u0435` escapes, so the person sees why "steps" is unknown."""
+    raw = {**GOOD, key: 3}
+    with pytest.raises(PipelineError) as excinfo:
+        from_dict(Train, raw, "p.yaml: train")
+    msg = _err(excinfo)
+    assert msg.startswith(f"p.yaml: train.{shown}: unknown key") and msg.isascii(), msg
+    assert shown_key("plain_key.1") == "plain_key.1"
 
 
 def test_unknown_nested_key_names_full_path_and_nested_known_keys(tmp_path):

@@ -74,3 +74,26 @@ def test_stage_bad_rule_params(files, tiny_dir, capsys, changes, words):
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) == 1 and words in lines[0], err
     assert not out.exists()
+
+
+def test_local_engine_given_a_shard_directory_says_so(files, tiny_dir, capsys):
+    """`--pool` a directory of shards with `engine: local` (#53): one line saying it reads one file and that the
+    ray engine reads a directory (it used to say "file not found"); nothing written."""
+    from stages.curate import main
+    shards = files / "shards"
+    shards.mkdir(exist_ok=True)
+    (shards / "part-0.parquet").write_bytes((files / "pool.parquet").read_bytes())
+    data = json.loads(json.dumps(MICRO))
+    data["curate"].update({"registers": list(REGISTERS), "engine": "local"})
+    params = files / "params_dir.yaml"
+    params.write_text(yaml.safe_dump(data))
+    out = files / "dir_out"
+    capsys.readouterr()
+    rc = main(["curated", "--params", str(params), "--pool", str(shards), "--dev", str(files / "dev.parquet"),
+               "--tokenizer", tiny_dir, "--items", str(files / "items.parquet"), "--out", str(out / "sel"),
+               "--metrics", str(out / "m.json")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and lines == [f"error: {shards}: a directory (of Parquet shards?); curate.engine local reads one "
+                                 "Parquet file: give --pool the file, or set curate.engine: ray, which reads a shard "
+                                 "directory"], lines
+    assert not out.exists()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 from statistics import median
 
 import numpy as np
@@ -125,6 +126,29 @@ def test_load_jsonl_parquet_and_directory(tmp_path):
     assert [d["id"] for d in load_external_pool(tmp_path / "b.jsonl")] == ["x2", "x3"]
     (tmp_path / "ints.jsonl").write_text('{"id": 7, "text": "seven"}\n')
     assert load_external_pool(tmp_path / "ints.jsonl")[0]["id"] == "7"
+
+
+@pytest.mark.parametrize("layout", ["subdir", "spark-style"])
+def test_a_subdirectory_of_shards_is_refused_by_both_readers(tmp_path, layout):
+    """A shard directory is read flat (#53): a subdirectory holding shards (or named like one, as Spark writes)
+    is one line naming it, from the ingest reader and the ray engine's alike, never silently skipped."""
+    from decision_pipeline.curation.ray_kernels import list_shards
+
+    pd.DataFrame([{"id": "a", "text": "one"}]).to_parquet(tmp_path / "a.parquet")
+    nested = tmp_path / ("more" if layout == "subdir" else "b.parquet")
+    (nested / "deeper").mkdir(parents=True)
+    pd.DataFrame([{"id": "b", "text": "two"}]).to_parquet(nested / "deeper" / "part-0.parquet")
+    (tmp_path / "_logs").mkdir()                      # a subdirectory without shards is no shard: left alone
+    (tmp_path / "_logs" / "run.txt").write_text("x")
+    for read in (load_external_pool, list_shards):
+        with pytest.raises(PipelineError) as err:
+            read(tmp_path)
+        assert str(err.value).startswith(f"{nested}: a subdirectory holding ") and "is not read" in str(err.value)
+    (nested / "deeper" / "part-0.parquet").unlink()
+    if layout == "subdir":
+        assert [d["id"] for d in load_external_pool(tmp_path)] == ["a"]
+        assert [Path(s.path).name for s in list_shards(tmp_path)] == ["a.parquet"]
+        assert all(Path(s.path).is_absolute() for s in list_shards(tmp_path))
 
 
 def test_load_errors_name_file_and_line(tmp_path):

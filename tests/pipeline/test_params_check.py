@@ -5,6 +5,7 @@ section passed a plain `dvc repro`. The check runs first in `make run` and takes
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -241,3 +242,17 @@ def _plain_make_env() -> dict:
     MAKEFLAGS would make the inner `make -n` print 'Entering directory' lines)."""
     import os
     return {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")}
+
+
+@pytest.mark.parametrize("section, key", [("curate", "curate.ray.address"), ("generate", "generate.ray.address"),
+                                          ("rl_probe", "rl_probe.ray.address"), ("reflect", "reflect.ray.address")])
+@pytest.mark.parametrize("value", ["", "   "])
+def test_make_check_refuses_an_empty_ray_address(tmp_path, capsys, section, key, value):
+    """#53: an empty `ray.address` is refused by `make check`, naming the key and what to give (it used to pass
+    and fail only when the stage joined the cluster)."""
+    data = json.loads(json.dumps(PARAMS))
+    data[section]["ray"]["address"] = value
+    code, errors = _check_in_process(tmp_path, capsys, data)
+    assert code == 2 and len(errors) == 1, errors
+    assert errors[0].startswith(f"ERROR: {tmp_path / 'params.yaml'}: {key} is empty; give the Ray head's GCS "
+                                "address host:port"), errors

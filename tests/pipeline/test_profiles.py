@@ -257,7 +257,7 @@ def test_the_makefile_prints_the_profile_first_and_passes_force_profile(tmp_path
     stamp.touch()
     out = subprocess.run(["make", "--no-print-directory", "-n", "run", f"STAMP={stamp}", "FORCE_PROFILE=1"], cwd=ROOT, env=_plain_make_env(), capture_output=True,
                          text=True).stdout.splitlines()
-    assert out[0].endswith("-m decision_pipeline config run-profile default --force --dry-run"), out
+    assert out[0].endswith("-m decision_pipeline config run-profile 'default' --force --dry-run"), out  # quoted (#53)
     assert out.index(next(x for x in out if "config check" in x)) < out.index(next(x for x in out if "repro" in x))
     plain = subprocess.run(["make", "--no-print-directory", "-n", "run", f"STAMP={stamp}"], cwd=ROOT, env=_plain_make_env(), capture_output=True, text=True).stdout
     assert "--force" not in plain

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.preflight.plan import (GIB, ModelShape, failures, lora_param_count, memory_plan,
                                               param_count, read_shape)
 from decision_pipeline.preflight.profile import profile_params
@@ -245,3 +246,42 @@ def test_hf_decode_rate_follows_the_profiles_mode():
                                                           "measured hf decode (static_inductor), batch 64")
     assert Rates(data, "eager").hf_rate(64)[0] == pytest.approx(64 * 1000 / 81.6)
     assert Rates(data, "static_cudagraphs").decode_mode == "eager"     # not measured: eager's figures
+
+
+@pytest.mark.parametrize("gib", ["0", "-80", "nan", "inf", "abc", ""])
+def test_a_gpu_size_that_is_no_card_is_refused_in_one_line(tmp_path, gpu, gib):
+    """`make memory-plan GPU_GIB=0` (or -80) was planned (#53): now one line naming the variable, exit 2."""
+    merged = tmp_path / "gpu.yaml"
+    merged.write_text(yaml.safe_dump(gpu))
+    proc = subprocess.run([sys.executable, "-m", "decision_pipeline", "preflight", "plan", "--params", str(merged),
+                           "--model-config", str(FIXTURE), "--gpu-gib", gib], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and lines == [f"error: --gpu-gib (GPU_GIB) is {gib!r}; give one GPU's memory in GiB, "
+                                              "a number > 0 (e.g. GPU_GIB=80), or leave it out to read the visible "
+                                              "card"], proc.stderr
+    assert not proc.stdout
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"hidden_size": "2560"}, "hidden_size is '2560', not a whole number > 0"),
+    ({"hidden_size": 2560.0}, "hidden_size is 2560.0, not a whole number > 0"),
+    ({"num_hidden_layers": True}, "num_hidden_layers is True, not a whole number > 0"),
+    ({"num_hidden_layers": -36}, "num_hidden_layers is -36, not a whole number > 0"),
+    ({"vocab_size": 0}, "vocab_size is 0, not a whole number > 0"),
+    ({"head_dim": "128"}, "head_dim is '128', not a whole number > 0"),
+    ({"tie_word_embeddings": "false"}, "tie_word_embeddings is 'false', not a true/false"),
+    ({"model_type": 3}, "model_type is 3, not a string"),
+    ({"head_dim": None, "hidden_size": 2561}, "hidden_size 2561 is not a multiple of num_attention_heads 32"),
+])
+def test_a_config_whose_sizes_are_not_whole_numbers_is_one_line(tmp_path, change, words):
+    """A config.json with `"hidden_size": "2560"` was planned as if it were 2560 (#53): a hand-edited or converted
+    config is refused, not guessed at."""
+    config = json.loads((FIXTURE / "config.json").read_text())
+    config.update(change)
+    if change.get("head_dim", 0) is None:
+        del config["head_dim"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(PipelineError) as err:
+        read_shape(tmp_path)
+    assert str(err.value).startswith(f"{tmp_path / 'config.json'}: ") and words in str(err.value), str(err.value)

@@ -53,16 +53,18 @@ class LiveServer:
 
 @contextlib.contextmanager
 def live_server(tmp_path: Path, names: tuple[str, ...] = ("ada", "ben"),
-                pythonpath: str | None = None) -> Iterator[LiveServer]:
+                pythonpath: str | None = None, extra_env: dict[str, str] | None = None) -> Iterator[LiveServer]:
     """Start the app as `make review-ui` does (reflections synced from a pipeline store built here,
-    accounts made with add-reviewer); stop it afterwards. `pythonpath`: serve another checkout's app."""
+    accounts made with add-reviewer); stop it afterwards. `pythonpath`: serve another checkout's app;
+    `extra_env`: more of the app's variables (REVIEW_UI_HOST, REVIEW_UI_ALLOWED_HOSTS)."""
     pipeline_store = tmp_path / "pipeline.sqlite"
     conn = store.open_store(pipeline_store)
     store.add_annotations(conn, make_annotations())
     conn.close()
     live, port = tmp_path / "live.sqlite", free_port()
     env = dict(os.environ, REVIEW_STORE=str(live), REVIEW_ANNOTATIONS=str(pipeline_store),
-               REVIEW_CHARTER=CHARTER, REVIEW_UI_PORT=str(port), PYTHONPATH=pythonpath or str(ROOT))
+               REVIEW_CHARTER=CHARTER, REVIEW_UI_PORT=str(port), PYTHONPATH=pythonpath or str(ROOT),
+               **(extra_env or {}))
     made = {}
     for name in names:  # the printed secret is what a reviewer types
         out = subprocess.run([sys.executable, "-m", "decision_pipeline", "review-ui", "add-reviewer", name],

@@ -6,6 +6,12 @@ address with RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0; `ray start --address` refuses 
 variable, so worker nodes run the same `ray start` command with Ray's localhost rewrite switched off
 for that one process. Every port then listens on 127.0.0.1 (checked by `listening_hosts`); usage
 statistics are off and no dashboard runs, so nothing leaves the machine.
+
+As a user starts one: every node's `ray start` runs in the cluster's own temp dir, not in the
+repository (a Ray worker resolves a relative path against that directory, so a stage that hands one
+over fails here as it would for a user), and Ray's temp root is moved there with RAY_TMPDIR (Ray's
+documented variable) instead of `--temp-dir`, so `ray.address: auto` finds this cluster the way it
+finds the one last started on a machine (`driver_env`), without touching /tmp/ray.
 """
 from __future__ import annotations
 
@@ -24,6 +30,31 @@ _WORKER_START = ("import sys, ray._private.services as s; s.resolve_ip_for_local
                  "from ray.scripts.scripts import main; sys.argv = ['ray'] + sys.argv[1:]; main()")
 
 
+def serve_dashboard() -> int:
+    """An aiohttp server (what answers on Ray's dashboard port, 8265) on a free loopback port, in a daemon
+    thread for the rest of the process: the address people mistake for the cluster's."""
+    import asyncio
+
+    from aiohttp import web
+
+    box: list[int] = []
+
+    async def serve() -> None:
+        app = web.Application()
+        app.router.add_get("/", lambda request: web.Response(text="Ray dashboard"))
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        box.append(site._server.sockets[0].getsockname()[1])
+        await asyncio.Event().wait()
+
+    threading.Thread(target=lambda: asyncio.run(serve()), daemon=True).start()
+    while not box:
+        time.sleep(0.02)
+    return box[0]
+
+
 def loopback_env() -> dict[str, str]:
     """What a driver (a stage, DVC) needs to reach a loopback cluster, without telemetry."""
     return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
@@ -38,21 +69,26 @@ class LocalCluster:
         self.nodes, self.cpus = nodes, cpus
         self.address = ""
 
+    def driver_env(self) -> dict[str, str]:
+        """A driver's environment in which `ray.address: auto` (no RAY_ADDRESS) means this cluster."""
+        env = {**loopback_env(), "RAY_TMPDIR": str(self.root)}
+        env.pop("RAY_ADDRESS", None)
+        return env
+
     def start(self) -> "LocalCluster":
-        env = loopback_env()
         subprocess.run([RAY, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", "0",
-                        "--include-dashboard=false", "--disable-usage-stats", "--num-cpus", str(self.cpus),
-                        "--temp-dir", str(self.root)], env=env, check=True, capture_output=True, timeout=120)
-        self.address = (self.root / "ray_current_cluster").read_text().strip()
+                        "--include-dashboard=false", "--disable-usage-stats", "--num-cpus", str(self.cpus)],
+                       env=self.driver_env(), cwd=self.root, check=True, capture_output=True, timeout=120)
+        self.address = (self.root / "ray" / "ray_current_cluster").read_text().strip()
         for _ in range(self.nodes - 1):
             self.add_node()
         return self
 
     def add_node(self) -> None:
-        env = {k: v for k, v in loopback_env().items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+        env = {k: v for k, v in self.driver_env().items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
         subprocess.run([sys.executable, "-c", _WORKER_START, "start", "--address", self.address, "--num-cpus",
-                        str(self.cpus), "--disable-usage-stats"], env=env, check=True, capture_output=True,
-                       timeout=120)
+                        str(self.cpus), "--disable-usage-stats"], env=env, cwd=self.root, check=True,
+                       capture_output=True, timeout=120)
 
     def pids(self) -> list[int]:
         """Every process of this cluster: those naming its temp dir, and their descendants."""

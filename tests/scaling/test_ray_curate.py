@@ -70,7 +70,8 @@ def run_stage(root: Path, tiny_dir: str, curate: dict, tag: str, name: str = "cu
 
 
 def ray_params(cluster, **extra) -> dict:
-    return {"engine": "ray", "ray": {"address": cluster.address, "workers": 2, "batch_docs": 40, **extra}}
+    return {"engine": "ray", "ray": {"address": cluster.address, "connect_timeout_s": 60, "workers": 2,
+                                     "batch_docs": 40, **extra}}
 
 
 def same_outputs(a: Path, b: Path) -> None:

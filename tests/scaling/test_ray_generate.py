@@ -62,7 +62,8 @@ def run_stage(root: Path, model: str, tag: str, **generate) -> tuple[int, str, P
 
 
 def ray_generate(cluster, **extra) -> dict:
-    return {"engine": "ray", "workers": 2, "ray": {"address": cluster.address, "cpus_per_worker": 1, **extra}}
+    return {"engine": "ray", "workers": 2, "ray": {"address": cluster.address, "connect_timeout_s": 60,
+                                                  "cpus_per_worker": 1, **extra}}
 
 
 def test_pending_chunks_follow_the_generators_chunking():
@@ -123,7 +124,7 @@ def test_rl_probe_on_ray_writes_the_local_probe(items, tiny_dir, ray_cluster):
     rc, err, local = run_probe(items, tiny_dir, "probe_local", engine="local", workers=1)
     assert rc == 0, err
     rc, err, ray_out = run_probe(items, tiny_dir, "probe_ray", engine="ray", workers=2,
-                                 ray={"address": ray_cluster.address, "cpus_per_worker": 1})
+                                 ray={"address": ray_cluster.address, "connect_timeout_s": 60, "cpus_per_worker": 1})
     assert rc == 0, err
     for name in ("chains.jsonl", "probe.jsonl"):
         data = (local / "probe" / name).read_bytes()
@@ -138,7 +139,8 @@ def test_rl_probe_on_ray_writes_the_local_probe(items, tiny_dir, ray_cluster):
 def test_rl_probe_without_a_cluster_is_one_line_and_writes_nothing(items, tiny_dir, capsys):
     from stages.rl_probe import main  # in this process: it fails before loading the model
     data = json.loads(json.dumps(MICRO))
-    data["rl_probe"].update({"engine": "ray", "ray": {"address": "127.0.0.1:9", "cpus_per_worker": 1}})
+    data["rl_probe"].update({"engine": "ray", "ray": {"address": "127.0.0.1:9", "connect_timeout_s": 60,
+                                                     "cpus_per_worker": 1}})
     params = items / "params_probe_bad.yaml"
     params.write_text(yaml.safe_dump(data))
     out = items / "probe_bad"

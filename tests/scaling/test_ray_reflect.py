@@ -87,8 +87,8 @@ def test_reflect_on_ray_writes_the_local_reflections(work, ray_cluster, local_ru
     root, params = work
     local = local_run(name)
     rc, err, ray_out = run_reflect(root, params, f"ray_{name}", name, engine="ray",
-                                   ray={"address": ray_cluster.address, "workers": 2, "chunk_docs": 7,
-                                        "cpus_per_worker": 1})
+                                   ray={"address": ray_cluster.address, "connect_timeout_s": 60, "workers": 2,
+                                        "chunk_docs": 7, "cpus_per_worker": 1})
     assert rc == 0, err
     data = (local / "reflect" / f"{name}.jsonl").read_bytes()
     assert data == (ray_out / "reflect" / f"{name}.jsonl").read_bytes()
@@ -101,8 +101,8 @@ def test_reflect_on_ray_writes_the_local_reflections(work, ray_cluster, local_ru
 def test_reflect_on_a_too_small_cluster_is_one_line_and_writes_nothing(work, ray_cluster):
     root, params = work
     rc, err, out = run_reflect(root, params, "bad", "ref_follows_prompt", engine="ray",
-                               ray={"address": ray_cluster.address, "workers": 64, "chunk_docs": 8,
-                                    "cpus_per_worker": 1})
+                               ray={"address": ray_cluster.address, "connect_timeout_s": 60, "workers": 64,
+                                    "chunk_docs": 8, "cpus_per_worker": 1})
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) == 1 and "reflect.ray.workers is 64" in lines[0], lines
     assert not out.exists()
@@ -133,8 +133,8 @@ def test_reflect_on_ray_skips_the_chunks_its_log_holds(work, ray_cluster, local_
     log_path(out, name).write_text(json.dumps({"id": "chunk-0", "start": 0, "texts": texts, "truncated": 5}) + "\n")
     log_path(out, name).with_suffix(".key").write_text(key + "\n")
     rc, err, ray_out = run_reflect(root, params, "resume_ray", name, engine="ray",
-                                   ray={"address": ray_cluster.address, "workers": 2, "chunk_docs": 8,
-                                        "cpus_per_worker": 1})
+                                   ray={"address": ray_cluster.address, "connect_timeout_s": 60, "workers": 2,
+                                        "chunk_docs": 8, "cpus_per_worker": 1})
     assert rc == 0, err
     assert (ray_out / "reflect" / f"{name}.jsonl").read_bytes() == (local / "reflect" / f"{name}.jsonl").read_bytes()
     m_local, m_ray = (json.loads((d / "metrics" / f"{name}.json").read_text()) for d in (local, ray_out))

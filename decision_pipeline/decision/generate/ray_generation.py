@@ -93,7 +93,7 @@ def attach(cluster: GenerateRayParams, w: Workers, key: str) -> tuple[Any, dict]
     returns `ray` and each replica's resources (one GPU on a GPU cluster unless the runtime is the CPU).
     Called before anything is written, and again (a no-op join) when sampling starts."""
     gpus = 1 if w.runtime is None or w.runtime.device != "cpu" else 0
-    return raypool.attach(cluster.address, f"{key}.ray.address", w.count, f"{key}.workers", cluster.cpus_per_worker,
+    return raypool.attach(cluster, f"{key}.ray.address", w.count, f"{key}.workers", cluster.cpus_per_worker,
                           gpus, f"{key}.workers is {w.count} but the Ray cluster at {cluster.address} has {{gpus}} "
                                 f"GPU(s); lower {key}.workers or add GPU nodes")
 

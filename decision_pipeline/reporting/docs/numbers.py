@@ -36,7 +36,8 @@ from pathlib import Path
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
-from decision_pipeline.reporting.docs.values import MissingFile, Sources, evaluate, render
+from decision_pipeline.common.textfile import read_text
+from decision_pipeline.reporting.docs.values import MissingFile, Sources, cut, evaluate, render
 
 # Docs whose numbers are not yet generated: the check skips their unmarked numbers. Shrink it as each is converted.
 NOT_YET_CONVERTED = ("docs/gpu.md", "docs/review.md", "docs/performance.md")
@@ -132,7 +133,7 @@ def regenerate(text: str, doc: str, sources: Sources) -> Outcome:
                 gone[exc.rel][1] += 1
                 return m.group(0)
             except PipelineError as exc:
-                out.errors.append(f"{where}: {exc} [marker {expr.strip()!r}]")
+                out.errors.append(f"{where}: {exc} [marker {cut(expr)!r}]")
                 return m.group(0)
             if "<!--" in new or "\n" in new:
                 out.errors.append(f"{where}: the value of {expr.strip()!r} holds a newline or a comment; cite plain text")
@@ -223,7 +224,7 @@ def scan(docs: list[str], root: Path) -> Report:
         path = root / doc
         if not path.is_file():
             raise PipelineError(f"{doc}: no such doc")
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)  # UTF-8 without a BOM (common/textfile.py): UTF-16 or a bad byte is one line
         report.outcomes[doc] = regenerate(text, doc, sources)
         if covered(doc):
             report.unmarked += unmarked_numbers(text, doc, root)
@@ -240,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = scan([str(Path(d)) for d in args.docs], root)
     except PipelineError as exc:
-        print(exc, file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     if report.errors:
         print("\n".join(report.errors), file=sys.stderr)

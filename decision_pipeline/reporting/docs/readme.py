@@ -6,12 +6,12 @@ README block between the markers with this rendering, and
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.common.io import write_text_atomic
+from decision_pipeline.common.io import loads_json, write_text_atomic
+from decision_pipeline.common.textfile import read_text
 from decision_pipeline.reporting.report.noise import WITHIN_RUN
 from decision_pipeline.reporting.report.noise import label as noise_label
 from decision_pipeline.reporting.report.registry import Headline
@@ -57,25 +57,44 @@ def render_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def readme_block(text: str) -> str:
-    """The text between the markers (exclusive), stripped."""
-    if BEGIN not in text or END not in text:
-        raise PipelineError("README.md: results-table markers missing; add them around the results table")
+def readme_block(text: str, where: str = "README.md") -> str:
+    """The text between the markers (exclusive), stripped; each marker once, the end after the beginning."""
+    for name, marker in (("begin", BEGIN), ("end", END)):
+        if text.count(marker) != 1:
+            found = "missing" if marker not in text else f"there {text.count(marker)} times"
+            raise PipelineError(f"{where}: the results-table {name} marker is {found}; put exactly one `{marker}` "
+                                "line around the results table (git diff shows what changed)")
+    if text.index(END) < text.index(BEGIN):
+        raise PipelineError(f"{where}: the results-table end marker comes before its begin marker; put the table "
+                            "between them")
     return text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
 
 
 def update(readme: Path, summary_path: Path) -> None:
-    text = readme.read_text(encoding="utf-8")
-    readme_block(text)
-    summary = json.loads(summary_path.read_text())
+    text = read_text(readme)
+    readme_block(text, str(readme))
+    summary = loads_json(read_text(summary_path, missing="file not found; run the pipeline (`make run`) or `dvc "
+                                   "pull` first"), str(summary_path), "rerun the summary stage (`dvc repro summary`)")
+    if not isinstance(summary, dict):
+        raise PipelineError(f"{summary_path}: holds {type(summary).__name__}, not a JSON object; rerun the summary "
+                            "stage (`dvc repro summary`)")
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
-    write_text_atomic(readme, f"{head}{BEGIN}\n{render_table(summary)}\n{END}{tail}")
+    try:
+        table = render_table(summary)
+    except (TypeError, ValueError, OverflowError) as exc:  # a value of the wrong type (or size) for its format
+        raise PipelineError(f"{summary_path}: a headline value cannot be written ({exc}); rerun the summary "
+                            "stage (`dvc repro summary`)") from None
+    write_text_atomic(readme, f"{head}{BEGIN}\n{table}\n{END}{tail}")
 
 
 def main(argv: list[str] | None = None) -> int:
     """`make docs`: README (the first argument, default README.md) from metrics/summary.json."""
     argv = sys.argv[1:] if argv is None else argv
-    update(Path(argv[0] if argv else "README.md"), Path("metrics/summary.json"))
+    try:
+        update(Path(argv[0] if argv else "README.md"), Path("metrics/summary.json"))
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 

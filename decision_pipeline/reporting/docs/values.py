@@ -16,13 +16,14 @@ and/or/not, `"a" if cond else "b"`, and the functions in `FUNCTIONS`.
 from __future__ import annotations
 
 import ast
-import json
 import math
 import re
 from pathlib import Path
 from typing import Any, Callable
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import loads_json
+from decision_pipeline.common.textfile import decode
 from decision_pipeline.common.yamlio import load_yaml
 
 STRING = re.compile(r'"[^"]*"')
@@ -59,12 +60,9 @@ class Sources:
             path = self.root / rel
             if not path.is_file():
                 raise MissingFile(rel)
-            text = path.read_text(encoding="utf-8")
+            text = decode(path.read_bytes(), rel)  # UTF-8 without a BOM: UTF-16 or a bad byte is one line
             if rel.endswith(".json"):
-                try:
-                    self._files[rel] = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise PipelineError(f"{rel}:{exc.lineno}: not valid JSON ({exc.msg}); rerun the stage that writes it") from None
+                self._files[rel] = loads_json(text, rel, "rerun the stage that writes it")
             else:
                 self._files[rel] = load_yaml(text, rel)
         return self._files[rel]
@@ -240,15 +238,41 @@ def evaluate(expr: str, sources: Sources) -> Any:
     code = REF.sub(keep_ref, STRING.sub(keep_string, expr))
     try:
         tree = ast.parse(code.strip(), mode="eval")
-    except SyntaxError:
-        raise PipelineError(f"cannot read the expression {expr.strip()!r} (refs are source:key, strings double-quoted, "
+    except (SyntaxError, ValueError):  # ValueError: a NUL byte in the expression
+        raise PipelineError(f"cannot read the expression {cut(expr)!r} (refs are source:key, strings double-quoted, "
                             f"spaces around a binary minus)") from None
+    except (RecursionError, MemoryError):
+        raise PipelineError(f"the expression {cut(expr)!r} nests deeper than the parser reads; at most "
+                            f"{MAX_DEPTH} levels: split it into simpler markers") from None
+    depth = _depth(tree.body)
+    if depth > MAX_DEPTH:
+        raise PipelineError(f"the expression {cut(expr)!r} nests {depth} levels deep; at most {MAX_DEPTH}: split it "
+                            "into simpler markers")
     names: dict[str, Any] = {}
     for i, (source, key) in enumerate(refs):
         names[f"__r{i}"] = sources.get(source, key)
     for i, text in enumerate(strings):
         names[f"__s{i}"] = text
     return _eval(tree.body, names, expr)
+
+
+MAX_DEPTH = 100  # nested operators, calls and conditions of one marker (the evaluator recurses once per level)
+
+
+def cut(expr: str, limit: int = 80) -> str:
+    """An expression shortened for a one-line message."""
+    text = " ".join(expr.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _depth(node: ast.AST) -> int:
+    """How deep the expression tree goes (iteratively: a deep tree must not overflow the check itself)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        current, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(current))
+    return deepest
 
 
 def _eval(node: ast.AST, names: dict[str, Any], expr: str) -> Any:

@@ -47,8 +47,12 @@ class Claim:
 def _num(where: str, value: object) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise PipelineError(f"{where} is {value!r}, expected a finite number or null")
+    try:
+        finite = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    except OverflowError:  # an integer past a float's range (10**400)
+        finite = False
+    if not finite:
+        raise PipelineError(f"{where} is {str(value)[:40]}, expected a finite number or null")
     return float(value)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import loads_json
 
 _MISSING = object()
 
@@ -68,9 +69,10 @@ class Store:
             if not path.is_file():
                 raise MissingKey(f"{rel}: file not found; run the stage that writes it (dvc repro)")
             try:
-                self._json[rel] = json.loads(path.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
                 raise PipelineError(f"{rel}: not valid JSON ({exc}); rerun the stage that writes it") from None
+            self._json[rel] = loads_json(text, rel, "rerun the stage that writes it")
         return self._json[rel]
 
     def has(self, rel: str, key: str) -> bool:

@@ -46,7 +46,7 @@ from decision_pipeline.reporting.review import plots_diff, rebase
 from decision_pipeline.reporting.review.git_runs import metrics_at
 from decision_pipeline.reporting.review.noise_study import NOISE_DIR, NOT_RUN_OUTPUTS
 from decision_pipeline.reporting.report.sections import SECTIONS
-from decision_pipeline.reporting.review.spread import flatten_numbers
+from decision_pipeline.reporting.review.spread import check_noise_file, flatten_numbers
 
 BOUND_KEYS = {"ci_low", "ci_high", "p2_5", "p97_5"}
 OUT, IN, SETUP, NONE, ADDED = "**outside noise**", "inside noise", "fixed by the setup", "no recorded noise", "added/removed"
@@ -321,7 +321,10 @@ def workspace_metrics(root: Path = Path(".")) -> dict[str, Any]:
 
 
 def noise_files(root: Path = Path(".")) -> dict[str, Any]:
-    return {p.relative_to(root).as_posix(): json.loads(p.read_text(encoding="utf-8"))
+    """Every metrics/noise/*.json, checked (spread.check_noise_file): a damaged one is one line naming it."""
+    from decision_pipeline.common.textfile import read_text
+
+    return {p.relative_to(root).as_posix(): check_noise_file(p.relative_to(root).as_posix(), read_text(p))
             for p in sorted((root / NOISE_DIR).glob("*.json"))}
 
 

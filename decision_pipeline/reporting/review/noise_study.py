@@ -40,6 +40,7 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.common.verdict import seed_verdict
 from decision_pipeline.reporting.review.git_runs import exp_refs, metrics_at, params_at
+from decision_pipeline.reporting.review.noise_manifest import check_replace, read_manifest
 from decision_pipeline.reporting.review.spread import describe, flatten_numbers, spreads
 
 NOISE_DIR = "metrics/noise"
@@ -287,9 +288,7 @@ def extend(manifest: Mapping[str, Any], runs: Mapping[str, int], head: str) -> d
 
 def run_planned() -> int:
     """Run every planned experiment without results, one at a time (`dvc exp run --temp`); 2 if any failed."""
-    if not Path(MANIFEST).is_file():
-        raise PipelineError(f"{MANIFEST}: no planned noise study; plan one first (--plan)")
-    manifest = json.loads(Path(MANIFEST).read_text(encoding="utf-8"))
+    manifest = read_manifest(MANIFEST, SOURCES, "no planned noise study; plan one first (--plan)")
     head = _head()
     here = {n: e for n, e in manifest["runs"].items() if e.get("baseline", manifest["baseline"]) == head}
     if not here:
@@ -326,15 +325,16 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"runs per source, the committed run included (defaults {DEFAULT_RUNS})")
     ap.add_argument("--extend", nargs="+", default=None, metavar="SOURCE=N",
                     help=f"add sources to the study in {MANIFEST}, their runs started from HEAD")
+    ap.add_argument("--replace", action="store_true",
+                    help=f"with --plan: write the new plan over another study recorded in {MANIFEST}")
     ap.add_argument("--collect", action="store_true", help=f"read the runs back into {NOISE_DIR}/ and {CLAIMS_FILE}")
     ap.add_argument("--finished-only", action="store_true",
                     help="with --collect: leave out planned runs that have no results (named in each file's not_run)")
     args = ap.parse_args(argv)
     try:
         if args.collect:
-            if not Path(MANIFEST).is_file():
-                raise PipelineError(f"{MANIFEST}: no planned noise study; plan and run one first (make noise)")
-            files = collect(json.loads(Path(MANIFEST).read_text(encoding="utf-8")), args.finished_only)
+            manifest = read_manifest(MANIFEST, SOURCES, "no planned noise study; plan and run one first (make noise)")
+            files = collect(manifest, args.finished_only)
             write_all(files)
             for path, content in sorted(files.items()):
                 if "comparisons" in content:
@@ -350,12 +350,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.run:
             return run_planned()
         if args.extend:
-            if not Path(MANIFEST).is_file():
-                raise PipelineError(f"{MANIFEST}: no planned noise study to extend; plan one first (--plan)")
+            old = read_manifest(MANIFEST, SOURCES, "no planned noise study to extend; plan one first (--plan)")
             wanted = {k: v for k, v in parse_runs(args.extend).items()
                       if any(item.partition("=")[0] == k for item in args.extend)}
             _require_committed()
-            manifest = extend(json.loads(Path(MANIFEST).read_text(encoding="utf-8")), wanted, _head())
+            manifest = extend(old, wanted, _head())
             write_text_atomic(Path(MANIFEST), json.dumps(manifest, indent=1) + "\n")
             for name, entry in manifest["runs"].items():
                 if entry["source"] in wanted:
@@ -366,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         todo = plan(params_at(head), runs)
         if args.plan or args.queue:
             _require_committed()
+            check_replace(MANIFEST, {"baseline": head, "runs": todo}, SOURCES, args.replace)
             write_text_atomic(Path(MANIFEST), json.dumps({"baseline": head, "runs": todo}, indent=1) + "\n")
             for name, entry in todo.items() if args.queue else ():
                 subprocess.run(queue_command(name, entry["overrides"]), check=True)

@@ -11,6 +11,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.io import loads_json
+
+MAX_RUNS = 100_000  # runs behind one spread: far past any study, small enough for a t quantile
+
 
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     """Leaves of nested dicts as {dotted.key: value} (lists kept whole), as `dvc params diff` names them."""
@@ -65,3 +70,26 @@ def spreads(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict]]:
                 spread[k] = describe(values)
         out[path] = spread
     return out
+
+
+def check_noise_file(rel: str, text: str) -> dict:
+    """A metrics/noise/*.json file's content, checked where the review reads it (each source's `spread`:
+    {metrics file: {key: {n: runs, sd: finite >= 0, ...}}}); bad input is one line naming file and key."""
+    redo = "rerun `make noise-collect` (or restore the file from git)"
+    data = loads_json(text, rel, redo)
+    if not isinstance(data, dict):
+        raise PipelineError(f"{rel}: holds {type(data).__name__}, not a JSON object; {redo}")
+    spread = data.get("spread", {})
+    if not isinstance(spread, dict):
+        raise PipelineError(f"{rel}: key 'spread' is not a mapping; {redo}")
+    for file, keys in spread.items():
+        if not isinstance(keys, dict):
+            raise PipelineError(f"{rel}: key 'spread.{file}' is not a mapping; {redo}")
+        for key, entry in keys.items():
+            where = f"{rel}: key 'spread.{file}.{key}"
+            n, sd = (entry.get("n"), entry.get("sd")) if isinstance(entry, dict) else (None, None)
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_RUNS:
+                raise PipelineError(f"{where}.n' is {str(n)[:20]}, expected a run count (0 to {MAX_RUNS}); {redo}")
+            if isinstance(sd, bool) or not isinstance(sd, (int, float)) or not math.isfinite(sd) or sd < 0:
+                raise PipelineError(f"{where}.sd' is {sd!r}, expected a finite number >= 0; {redo}")
+    return data
