@@ -28,37 +28,37 @@ install: $(STAMP)
 # committed params.yaml when params.yaml is exactly a profile (checked like params first; edits of yours
 # are never overwritten); `make profile PROFILE=default` goes back. Every run starts with `make check`.
 FORCE_PROFILE ?=
-RUN_PROFILE = $(PY) -m decision_pipeline.config run-profile $(PROFILE) $(if $(filter 1 yes true,$(FORCE_PROFILE)),--force)
+RUN_PROFILE = $(PY) -m decision_pipeline config run-profile $(PROFILE) $(if $(filter 1 yes true,$(FORCE_PROFILE)),--force)
 run: $(STAMP)
 	$(RUN_PROFILE) --dry-run
 ifeq ($(PROFILE),gpu)
-	$(PY) -m decision_pipeline.preflight check --profile $(PROFILE) $(if $(GPU_GIB),--gpu-gib $(GPU_GIB))
+	$(PY) -m decision_pipeline preflight check --profile $(PROFILE) $(if $(GPU_GIB),--gpu-gib $(GPU_GIB))
 endif
 	$(RUN_PROFILE)
-	$(PY) -m decision_pipeline.config check
+	$(PY) -m decision_pipeline config check
 	$(DVC) repro
 
 # profiles/<name>.yaml merged into params.yaml after its keys and types are checked against the params
 # dataclasses (every error at once, naming profiles/<name>.yaml and the key; nothing written on error)
 profile: $(STAMP)
-	$(PY) -m decision_pipeline.config profile $(PROFILE)
+	$(PY) -m decision_pipeline config profile $(PROFILE)
 
 # Every params section (and SET="a.b=1 c.d=[x, y]" overrides, as dvc exp run -S takes them; blanks inside
 # [...] or quotes stay in one override) through its typed loader, regex params compiled, prompt files
 # read, all errors at once, in seconds: before any stage works. SET travels as one argument.
 check: $(STAMP)
-	$(PY) -m decision_pipeline.config check --sets '$(subst ','\'',$(value SET))'
+	$(PY) -m decision_pipeline config check --sets '$(subst ','\'',$(value SET))'
 
 # The pipeline as a picture a person can read: one box per stage family -> docs/dag.png, with the
 # stage/edge list and digest it was drawn from in docs/dag.json (a test says when dvc.yaml moved on)
 dag: $(STAMP)
-	$(PY) -m decision_pipeline.reporting.dag --out docs/dag.png --record docs/dag.json
+	$(PY) -m decision_pipeline dag --out docs/dag.png --record docs/dag.json
 
 # After a run: the README's results table and every marked number in README.md and docs/ from metrics/
 # (a test fails while one is stale)
 docs: $(STAMP)
-	$(PY) -m decision_pipeline.reporting.readme README.md
-	$(PY) -m decision_pipeline.reporting.docs_numbers README.md docs/*.md
+	$(PY) -m decision_pipeline readme README.md
+	$(PY) -m decision_pipeline docs-numbers README.md docs/*.md
 
 # The report alone (seconds; reads only metrics/ and plots/)
 report: $(STAMP)
@@ -66,48 +66,48 @@ report: $(STAMP)
 
 # PR review: params and metrics diff against BASE, each metric change marked inside/outside its
 # run-to-run noise (metrics/noise/, `make noise`; SOURCE=reseed|sft_seed|... overrides the automatic choice) -> review/review.md; `dvc plots diff BASE --json` redrawn offline (matplotlib PNGs,
-# no CDN) -> review/plots/index.html (decision_pipeline/reporting/review_plots.py). RECOMPUTE=1 reruns BASE on this
+# no CDN) -> review/plots/index.html (decision_pipeline/reporting/review/plots_diff.py). RECOMPUTE=1 reruns BASE on this
 # machine first (a temporary worktree sharing the DVC cache that starts from this workspace's dvc.lock and outputs:
 # only the stages whose code, params or inputs differ rerun) so
-# another CPU's float drift in BASE's committed metrics does not read as a change (reporting/rebase.py)
+# another CPU's float drift in BASE's committed metrics does not read as a change (reporting/review/rebase.py)
 BASE ?= main
 RECOMPUTE ?=
 review: $(STAMP)
-	$(PY) -m decision_pipeline.reporting.review --base $(BASE) --out review $(if $(SOURCE),--source $(SOURCE)) $(if $(filter 1 yes true,$(RECOMPUTE)),--recompute-base)
+	$(PY) -m decision_pipeline review --base $(BASE) --out review $(if $(SOURCE),--source $(SOURCE)) $(if $(filter 1 yes true,$(RECOMPUTE)),--recompute-base)
 
 # The experiments' headline numbers beside the committed run's, each change marked against its run-to-run
-# noise (reporting/compare.py; `dvc exp show --md --only-changed` shows the same numbers unmarked)
+# noise (reporting/review/compare.py; `dvc exp show --md --only-changed` shows the same numbers unmarked)
 compare: $(STAMP)
-	$(PY) -m decision_pipeline.reporting.compare
+	$(PY) -m decision_pipeline compare
 
 # Every stage of a micro run forced from scratch must leave git clean (two micro runs); `make test`
 # forces only the summarising and report stages (tests/pipeline/test_end_to_end.py: SUMMARISING)
 determinism: $(STAMP)
 	FULL_RERUN=1 PIPELINE_QUIET=1 $(PY) -m pytest -q tests/pipeline/test_end_to_end.py -k forced_rerun
 
-# The noise study (reporting/noise_study.py): DVC experiments from the committed run, each changing one
+# The noise study (reporting/review/noise_study.py): DVC experiments from the committed run, each changing one
 # source of chance (whole-chain reseeds, data, pretrain init, pretrain order, SFT seed, RL seed; RUNS="sft_seed=4 ..."
 # overrides the counts), then per-metric spread per source -> metrics/noise/*.json and the verdicts -> metrics/claims.json.
 # What it costs: docs/reliability.md ("The noise study").
 RUNS ?=
 noise: $(STAMP)
-	$(PY) -m decision_pipeline.reporting.noise_study --plan $(if $(RUNS),--runs $(RUNS))
-	$(PY) -m decision_pipeline.reporting.noise_study --run
-	$(PY) -m decision_pipeline.reporting.noise_study --collect
+	$(PY) -m decision_pipeline noise-study --plan $(if $(RUNS),--runs $(RUNS))
+	$(PY) -m decision_pipeline noise-study --run
+	$(PY) -m decision_pipeline noise-study --collect
 	$(DVC) repro --force --single-item report   # the report reads metrics/noise/ (study outputs, not its DVC deps)
 	$(MAKE) docs
 
 # A study stopped part-way (out of time, a run that keeps failing): collect the runs that finished; each
 # noise file and metrics/claims.json name the planned runs they lack (not_run)
 noise-collect: $(STAMP)
-	$(PY) -m decision_pipeline.reporting.noise_study --collect --finished-only
+	$(PY) -m decision_pipeline noise-study --collect --finished-only
 	$(DVC) repro --force --single-item report
 	$(MAKE) docs
 
 # Borda cohort: copy this run's base/SFT/RL S1MB model folders into configs/s1mb_cohort (then point
 # s1mb.cohort_dir at it); the reference scorers (uniform, label prior, majority) rank in every run anyway
 cohort: $(STAMP)
-	$(PY) -m decision_pipeline.bench.cohort --from data/s1mb --out configs/s1mb_cohort
+	$(PY) -m decision_pipeline cohort --from data/s1mb --out configs/s1mb_cohort
 
 # Two workers (pytest-xdist), one test file per worker at a time so module fixtures (the micro
 # end-to-end run, local servers) are built once; TEST_WORKERS=0 runs in one process
@@ -136,21 +136,21 @@ bench-ray: ray-pool
 # `dvc pull` after checking that the default remote answers: no public remote holds this project's
 # models and data, so in a fresh clone this says so in one line (and what to do) instead of 23 DVC errors
 pull: $(STAMP)
-	$(PY) -m decision_pipeline.reporting.pull
+	$(PY) -m decision_pipeline pull
 
 # A local S3-compatible server (moto, in memory) at the default remote's endpoint,
 # for trying `dvc push` / `dvc pull`; see docs/reliability.md "Remote storage"
 s3-local: $(STAMP)
-	$(PY) -m decision_pipeline.common.local_s3 --port 9000
+	$(PY) -m decision_pipeline s3-local --port 9000
 
 # The human review web app over the live review store (reviews/store.sqlite), on
 # http://127.0.0.1:8765/ (port: REVIEW_UI_PORT); see docs/review.md "Human review". Then
 # `make review-export` writes reviews/export.jsonl, the tracked file the pipeline imports.
 review-ui: $(STAMP)
-	$(PY) -m decision_pipeline.review_ui serve
+	$(PY) -m decision_pipeline review-ui serve
 
 review-export: $(STAMP)
-	$(PY) -m decision_pipeline.review_ui export
+	$(PY) -m decision_pipeline review-ui export
 
 # GPU readiness (docs/gpu.md). preflight: every outside input the profile needs, all failures at once,
 # in seconds, writing nothing; memory-plan: predicted peak GiB per GPU stage from config.json + params
@@ -159,18 +159,18 @@ review-export: $(STAMP)
 GPU_GIB ?=
 MODEL_CONFIG ?=
 preflight: $(STAMP)
-	$(PY) -m decision_pipeline.preflight check --profile $(PROFILE) $(if $(GPU_GIB),--gpu-gib $(GPU_GIB))
+	$(PY) -m decision_pipeline preflight check --profile $(PROFILE) $(if $(GPU_GIB),--gpu-gib $(GPU_GIB))
 
 memory-plan: $(STAMP)
-	$(PY) -m decision_pipeline.preflight plan --profile $(PROFILE) $(if $(GPU_GIB),--gpu-gib $(GPU_GIB)) $(if $(MODEL_CONFIG),--model-config $(MODEL_CONFIG))
-	$(PY) -m decision_pipeline.preflight hours --profile $(PROFILE)
+	$(PY) -m decision_pipeline preflight plan --profile $(PROFILE) $(if $(GPU_GIB),--gpu-gib $(GPU_GIB)) $(if $(MODEL_CONFIG),--model-config $(MODEL_CONFIG))
+	$(PY) -m decision_pipeline preflight hours --profile $(PROFILE)
 
 gpu-install: $(STAMP)
 	$(PIP) install -r requirements-gpu.txt
-	$(PY) -m decision_pipeline.preflight.gpu_env
+	$(PY) -m decision_pipeline gpu-env
 
 # gpu-check: on a CUDA machine, the real stages on a random-weight SmolLM2-135M-shaped model, then the device
 # smoke (Qwen3-4B shapes, the real trainers' steps beside the memory plan): one table, about a minute or two.
 # TINY=1 is the CPU variant at tiny shapes (what CI runs); OUT= keeps the table and JSON there (default /tmp)
 gpu-check: $(STAMP)
-	$(PY) -m decision_pipeline.preflight.gpu_check $(if $(TINY),--tiny) $(if $(OUT),--out $(OUT))
+	$(PY) -m decision_pipeline gpu-check $(if $(TINY),--tiny) $(if $(OUT),--out $(OUT))

@@ -1,5 +1,5 @@
 """Every params.yaml section and the config class that loads it (the classes live in the torch-free params
-modules, e.g. lm/params.py and decision/params.py, or beside their code).
+modules, e.g. lm/params.py and each decision sub-package's config.py, or beside their code).
 
 Why one index: a preflight (`make check`) and the tests load every section of
 every profile through the typed loaders, and a section no stage knows is an error.
@@ -26,14 +26,13 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import BaseParams, load_section, read_params_file
 from decision_pipeline.curation.documents import IngestParams
 from decision_pipeline.curation.pipeline import CurateParams
-from decision_pipeline.decision.chains import SelectChainsParams
-from decision_pipeline.decision.generation import GenerateParams
-from decision_pipeline.decision.item_splits import ItemsParams
-from decision_pipeline.decision.lr_choice import LrSweepParams
-from decision_pipeline.decision.rl_select import RlSelectParams
-from decision_pipeline.decision.params import (BaseModelParams, CalibrateParams, EvaluateParams, RlProbeParams,
-                                               RLParams, SFTParams)
+from decision_pipeline.decision.base.config import BaseModelParams
+from decision_pipeline.decision.evaluate.config import CalibrateParams, EvaluateParams
+from decision_pipeline.decision.generate.generation import GenerateParams
+from decision_pipeline.decision.rl.config import RlProbeParams, RlSelectParams, RLParams
+from decision_pipeline.decision.sft.config import LrSweepParams, SelectChainsParams, SFTParams
 from decision_pipeline.lm.params import PretrainParams, RuntimeParams, TokenizerParams
+from decision_pipeline.questions.splits import ItemsParams
 
 SECTIONS: dict[str, type] = {
     "base": BaseParams, "items": ItemsParams, "ingest": IngestParams, "tokenizer": TokenizerParams,
@@ -60,85 +59,6 @@ def load_all(path: str | Path = "params.yaml") -> dict[str, object]:
 # --------------------------------------------------------------------------- make check
 
 MAX_ERRORS_PER_SECTION = 20
-
-
-_OPEN, _CLOSE = "[{(", "]})"
-
-
-def split_sets(text: str) -> list[str]:
-    """`make check SET="a.b=1 c=[x, y]"` as overrides: split at blanks outside brackets and quotes,
-    so a list or a quoted value with spaces stays one override (`make` splits at every blank)."""
-    out, token, depth, quote, escaped = [], "", [], "", False
-    for ch in text:
-        if escaped:
-            token, escaped = token + ch, False
-            continue
-        if ch == "\\" and quote:
-            token, escaped = token + ch, True
-            continue
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in _OPEN:
-            depth.append(_CLOSE[_OPEN.index(ch)])
-        elif ch in _CLOSE and depth and depth[-1] == ch:
-            depth.pop()
-        elif ch.isspace() and not depth:
-            if token:
-                out.append(token)
-            token = ""
-            continue
-        token += ch
-    if quote or depth:
-        missing = quote or depth[-1]
-        raise PipelineError(f"SET {text!r}: no closing {missing!r} in {token!r}; close it (a value with blanks "
-                            "is one override inside [...] or quotes)")
-    return out + ([token] if token else [])
-
-
-def apply_sets(data: dict, sets: list[str], path: str | Path) -> dict:
-    """`a.b.c=value` overrides applied exactly as `dvc exp run -S` applies them: DVC's own
-    `apply_overrides` (Hydra's grammar, DVC's YAML writer) on a scratch copy, read back as YAML 1.2,
-    so `-S sft.lr=5e-5` here checks the very value (`5e-05`, a float) the experiment's stages read."""
-    import tempfile
-
-    from decision_pipeline.common.yamlio import load_yaml
-
-    if not sets:
-        return data
-    for item in sets:
-        key, sep, _ = item.partition("=")
-        if not sep or not key.strip():
-            raise PipelineError(f"--set {item!r}: expected key.path=value (as dvc exp run -S takes it)")
-    with tempfile.TemporaryDirectory() as tmp:
-        scratch = Path(tmp) / "params.yaml"
-        scratch.write_text(_dump_plain(data), encoding="utf-8")
-        _dvc_apply_overrides(scratch, sets, path)
-        return load_yaml(scratch.read_text(encoding="utf-8"), str(path))
-
-
-def _dump_plain(data: dict) -> str:
-    from decision_pipeline.common.profiles import dump
-
-    return dump(data)
-
-
-def _dvc_apply_overrides(scratch: Path, sets: list[str], path: str | Path) -> None:
-    """DVC's `-S` code path; its refusal (bad Hydra syntax, a key under a non-mapping) as one line."""
-    from dvc.exceptions import DvcException
-    from dvc.utils.hydra import apply_overrides
-
-    try:
-        apply_overrides(scratch, list(sets))
-    except DvcException as exc:
-        cause = exc.__cause__
-        detail = " ".join(str(cause or exc).split())[:300]
-        raise PipelineError(f"{path}: --set {' '.join(sets)}: {detail}; write KEY=VALUE as dvc exp run -S "
-                            "takes it (lists in brackets: SET='items.families=[keyword, count]')") from None
-    except Exception as exc:  # Hydra/OmegaConf raise their own types for some inputs
-        detail = " ".join(str(exc).split())[:300] or type(exc).__name__
-        raise PipelineError(f"{path}: --set {' '.join(sets)}: {detail}") from None
 
 
 def _key_of(message: str, prefix: str) -> str | None:
@@ -196,8 +116,9 @@ def check_main(argv: list[str] | None = None) -> int:
     import time
 
     from decision_pipeline.common.params import read_params_file
+    from decision_pipeline.overrides import apply_checked, split_sets
 
-    ap = argparse.ArgumentParser(prog="python -m decision_pipeline.config",
+    ap = argparse.ArgumentParser(prog="python -m decision_pipeline config",
                                  description="check: every params section (and overrides) before any stage runs; "
                                              "profile NAME: merge a checked profile into params.yaml; run-profile "
                                              "NAME: print the active profile, refuse another (make run)")
@@ -218,9 +139,10 @@ def check_main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         sets = [*args.set, *split_sets(args.sets)]
-        data = apply_sets(read_params_file(args.params), sets, args.params)
+        # every bad override first (an unknown key with its "did you mean"), then the file with the good ones
+        data, errors = apply_checked(read_params_file(args.params), sets, args.params, SECTIONS)
         reference = _committed_reference()
-        errors = collect_errors(data, args.params, reference)
+        errors += collect_errors(data, args.params, reference)
         errors += stage_check_errors(data, args.params, errors)
         if not errors:
             errors = prompt_errors(data, args.params)
@@ -240,8 +162,8 @@ def check_main(argv: list[str] | None = None) -> int:
 # every param that holds regexes, with the flags its stage compiles them with (a test finds every
 # field whose doc says "regex" and keeps this list complete)
 REGEX_PARAMS: dict[str, int] = {
-    "select_chains.lookup_patterns": re.IGNORECASE,   # decision/chains.py find_lookup
-    "rl.decisiveness_patterns": re.IGNORECASE,        # decision/rl_trainer.py RewardLog
+    "select_chains.lookup_patterns": re.IGNORECASE,   # decision/sft/chains.py find_lookup
+    "rl.decisiveness_patterns": re.IGNORECASE,        # decision/rl/trainer.py RewardLog
     "curate.filters.boilerplate.patterns": re.IGNORECASE,  # curation/filters.py boilerplate
 }
 
@@ -393,6 +315,3 @@ def _committed_reference() -> dict | None:
     except (PipelineError, OSError, ValueError):
         return None
 
-
-if __name__ == "__main__":
-    raise SystemExit(check_main())

@@ -21,7 +21,7 @@ Then the command line on the same run written as a judgments file (one JSON line
 per judgment, null for failed and unpredicted questions), each a fresh process,
 ``--repeats`` interleaved rounds, median (and best) wall and CPU seconds:
 
-  * cli:        ``python -m decision_pipeline.bench.s1mb metrics FILE`` (the fast
+  * cli:        ``python -m decision_pipeline s1mb metrics FILE`` (the fast
                 column-wise pass; the strict pass runs only on bad input);
   * cli-strict: the same command with the strict per-line pass only (the code
                 before the fast pass; still what words every error);
@@ -210,7 +210,7 @@ def time_cli(run: list, expected: dict[str, dict], repeats: int) -> None:
         lines = write_judgments(run, path)
         mib = path.stat().st_size / 2**20
         commands = {
-            "cli": [sys.executable, "-m", "decision_pipeline.bench.s1mb", "metrics", str(path)],
+            "cli": [sys.executable, "-m", "decision_pipeline", "s1mb", "metrics", str(path)],
             "cli-strict": [sys.executable, "-c", CLI_STRICT, str(path)],
             "parse-only": [sys.executable, "-c", PARSE_ONLY, str(path)],
             "import": [sys.executable, "-c", "import decision_pipeline.bench.s1mb.cli"],

@@ -41,7 +41,8 @@ import torch
 from transformers import TrainerCallback
 
 from decision_pipeline.common.params import load_section
-from decision_pipeline.decision.sft_trainer import SFTParams, dev_readout_metrics, train_joint
+from decision_pipeline.decision.sft.config import SFTParams
+from decision_pipeline.decision.sft.trainer import dev_readout_metrics, train_joint
 from decision_pipeline.lm.bpe import load_tokenizer
 from decision_pipeline.lm.model import load_model
 
@@ -69,7 +70,7 @@ class StepTimer(TrainerCallback):
 def tiny_inputs(root: Path) -> tuple[str, list[dict], list[dict]]:
     """A locally built tokenizer + 2-layer model, questions and teacher chains (no data needed)."""
     from decision_pipeline.questions.families import reasoning_text
-    from decision_pipeline.decision.item_splits import build_questions
+    from decision_pipeline.questions.splits import build_questions
     from decision_pipeline.lm.bpe import question_chats, train_bpe, wrap_fast
     from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model
 
@@ -86,8 +87,8 @@ def tiny_inputs(root: Path) -> tuple[str, list[dict], list[dict]]:
 
 def load_examples(args, p: SFTParams, model_dir: str, tiny: tuple | None) -> tuple[list[dict], list[dict]]:
     """The stage's joint examples and dev questions, from the pipeline's data or the tiny stand-in."""
-    from decision_pipeline.decision.sft_data import build_joint_examples
-    from decision_pipeline.decision.sft_run import load_training_data
+    from decision_pipeline.decision.sft.data import build_joint_examples
+    from decision_pipeline.decision.sft.run import load_training_data
 
     tok = load_tokenizer(model_dir)
     if tiny is None:
@@ -119,7 +120,8 @@ def run_setup(model_dir: str, examples: list[dict], dev: list[dict], p: SFTParam
 
 def scored_loss(model, examples: list[dict], readout_weight: float, pad_id: int) -> float:
     """Joint loss of the trained model on a fixed seeded sample of 256 training examples (fp32, eval)."""
-    from decision_pipeline.decision.sft_data import JointCollator, joint_losses
+    from decision_pipeline.decision.sft.data import JointCollator
+    from decision_pipeline.decision.sft.loss import joint_losses
 
     sample = random.Random(0).sample(examples, min(256, len(examples)))
     collate, total = JointCollator(pad_id), []
@@ -134,7 +136,8 @@ def scored_loss(model, examples: list[dict], readout_weight: float, pad_id: int)
 
 def forward_check(model_dir: str, examples: list[dict], pad_id: int) -> float:
     """Relative difference of one batch's joint loss under bf16 autocast vs fp32, same weights."""
-    from decision_pipeline.decision.sft_data import JointCollator, joint_losses
+    from decision_pipeline.decision.sft.data import JointCollator
+    from decision_pipeline.decision.sft.loss import joint_losses
 
     model = load_model(model_dir)
     batch = JointCollator(pad_id)(examples[:16])

@@ -29,7 +29,7 @@ from pathlib import Path
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.common.verdict import seed_verdict
-from decision_pipeline.reporting.git_runs import exp_refs_by_name, first_difference, metrics_at, params_at
+from decision_pipeline.reporting.review.git_runs import exp_refs_by_name, first_difference, metrics_at, params_at
 
 OVERFILLS = (1.0, 1.6, 2.2, 3.2, 4.5)   # the research's depths
 MODES = ("docs", "tokens", "pooled")

@@ -4,13 +4,19 @@
 #   1. installs the carried wheels in gpu_wheels/ (trl 1.16.0, peft 0.21.2, datasets, dill, multiprocess,
 #      ruamel.yaml) offline into /tmp/site when the interpreter is Python 3.12 (the wheels' ABI);
 #   2. writes env.json (versions, GPU, whether TRL's Triton kernels run);
-#   3. runs `python -m decision_pipeline.preflight.gpu_check --measure`: the smoke with the real SFT/GRPO
-#      trainers at the H200 table's shapes beside the memory plan, hf decode ms/step eager vs static-cache
-#      compiled at batch 1 and 64 (Qwen3-4B shapes, random bf16 weights), then the real stage chain on
-#      SmolLM2-135M shapes; each phase has its own time limit (160 + 140 + 80 s) and writes its JSON as
-#      rows finish, so a timeout keeps what finished.
+#   3. runs `python -m decision_pipeline gpu-check --measure`: the smoke with the real SFT/GRPO
+#      trainers at the held-out rows of tests/fixtures/h200_memory.json (configurations the memory plan
+#      was not fitted on: the chunked joint loss, other lengths, LoRA ranks, micro-batches, TRL's fused
+#      head) beside the plan, hf decode ms/step eager vs static-cache compiled at batch 1 and 64
+#      (Qwen3-4B shapes, random bf16 weights), then the real stage chain on SmolLM2-135M shapes; each
+#      phase has its own time limit (240 + 120 + 80 s) and writes its JSON as rows finish, so a timeout
+#      keeps what finished;
+#   4. `preflight record`: the table with those held-out rows filled in, each with its provenance
+#      (GPU, versions, date, commit), as h200_memory.json; copy it over tests/fixtures/ and commit it.
+#      `preflight compare --measured $OUT/h200_memory.json` shows fitted and held-out rows apart.
 # Output folder: $OUT (the device tool's), else the first argument, else /tmp/gpu-measure. Files: env.json,
-# smoke.json, decode.json, stages.json, table.txt, gpu_check.json, log.txt. TINY=1 runs the CPU variant.
+# smoke.json, decode.json, stages.json, table.txt, gpu_check.json, h200_memory.json, compare.txt, log.txt.
+# TINY=1 runs the CPU variant (no table: a CPU measures no peak).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-${1:-/tmp/gpu-measure}}"
@@ -57,7 +63,14 @@ except Exception as exc:
 print(json.dumps(info, indent=1))
 EOF
 cat "$OUT/env.json"
-"$PY" -m decision_pipeline.preflight.gpu_check --measure --out "$OUT" ${TINY:+--tiny}
+"$PY" -m decision_pipeline gpu-check --measure --out "$OUT" ${TINY:+--tiny}
 rc=$?
+if [ -z "${TINY:-}" ] && [ -s "$OUT/smoke.json" ]; then
+  commit=$(git rev-parse --short HEAD 2>/dev/null || echo "${COMMIT:-?}")
+  "$PY" -m decision_pipeline preflight record --smoke "$OUT/smoke.json" --env "$OUT/env.json" --commit "$commit" \
+    --out "$OUT/h200_memory.json" 2>&1 | tee -a "$OUT/log.txt"
+  "$PY" -m decision_pipeline preflight compare --measured "$OUT/h200_memory.json" >"$OUT/compare.txt" 2>&1
+  cat "$OUT/compare.txt"
+fi
 echo "gpu_measure: exit $rc after $(( $(date +%s) - started )) s; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
 exit $rc

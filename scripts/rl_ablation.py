@@ -31,8 +31,8 @@ from typing import Any
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
-from decision_pipeline.reporting.git_runs import exp_refs_by_name, first_difference, metrics_at, params_at
-from decision_pipeline.reporting.sections_model import quarter_means
+from decision_pipeline.reporting.review.git_runs import exp_refs_by_name, first_difference, metrics_at, params_at
+from decision_pipeline.reporting.report.sections_model import quarter_means
 
 SCRIPT = "scripts/rl_ablation.py"
 TARGET = "evaluate@rl"

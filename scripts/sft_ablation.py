@@ -7,7 +7,7 @@
     python scripts/sft_ablation.py --seeds 1 2 3 4 --seeded-modes gold_onehot --queue   # paired seeds
     python scripts/sft_ablation.py --seeds 1 2 3 4 --seeded-modes gold_onehot --collect
 
-`sft.target_mode` (decision/sft_data.py) names the readout targets: `vote_mix` is the research's rule and
+`sft.target_mode` (decision/sft/data.py) names the readout targets: `vote_mix` is the research's rule and
 the default (alpha x gold + (1 - alpha) x the model's own chain votes), so it is the committed run, read
 from the baseline commit; `gold_only` (the item's gold target alone) and `gold_onehot` (one-hot at the
 gold) are one queued experiment each. An experiment reruns what the mode reaches on the way to
@@ -40,8 +40,8 @@ from typing import Any
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_json
 from decision_pipeline.common.verdict import seed_verdict
-from decision_pipeline.decision.sft_data import TARGET_MODES
-from decision_pipeline.reporting.git_runs import exp_refs, first_difference, metrics_at, params_at
+from decision_pipeline.decision.sft.config import TARGET_MODES
+from decision_pipeline.reporting.review.git_runs import exp_refs, first_difference, metrics_at, params_at
 
 SCRIPT = "scripts/sft_ablation.py"
 TARGET = "evaluate@sft"

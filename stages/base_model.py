@@ -14,7 +14,7 @@ import time
 from decision_pipeline.common.io import atomic_dir, write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.params import BaseModelParams
+from decision_pipeline.decision.base.config import BaseModelParams
 from decision_pipeline.questions.schema import load_split
 
 
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     # the model libraries (torch, transformers, peft) only after the arguments parsed: `--help` and a wrong
     # flag answer in under a second instead of paying ~5 s of imports
     import torch
-    from decision_pipeline.decision.base_model import assess_base, base_source, prepare_base, write_base
+    from decision_pipeline.decision.base.model import assess_base, base_source, prepare_base, write_base
     started = time.time()
     p = load_section(BaseModelParams, "base_model", args.params)
     torch.set_num_threads(p.threads)

@@ -1,6 +1,6 @@
 """Stage `calibrate@{model}`: per-task temperatures on the calibration split.
 
-Also fits the learned router (`decision.router`) on the same items and writes it
+Also fits the learned router (`decision.evaluate.router`) on the same items and writes it
 beside the temperatures (`router.json`). Fits one temperature per question type (choice / noul / score) by NLL, for the
 fast readout and, separately, for the post-chain readout, keeping a fitted
 temperature only where a likelihood-ratio test against T = 1 is significant
@@ -21,7 +21,7 @@ from decision_pipeline.common.hashing import stable_subset
 from decision_pipeline.common.io import write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.params import AnsweringParams, CalibrateParams, EvaluateParams
+from decision_pipeline.decision.evaluate.config import AnsweringParams, CalibrateParams, EvaluateParams
 from decision_pipeline.lm.params import RuntimeParams
 from decision_pipeline.questions.schema import load_split
 
@@ -38,10 +38,10 @@ def main(argv: list[str] | None = None) -> None:
     # the model libraries (torch, transformers, peft) only after the arguments parsed: `--help` and a wrong
     # flag answer in under a second instead of paying ~5 s of imports
     import torch
-    from decision_pipeline.decision.answering import answer_questions
-    from decision_pipeline.decision.calibration import apply_yes_offset, calibrate_answers
-    from decision_pipeline.decision.evaluation import answer_records, records_to_table
-    from decision_pipeline.decision.router import fit_router
+    from decision_pipeline.decision.evaluate.answering import answer_questions
+    from decision_pipeline.decision.evaluate.calibration import apply_yes_offset, calibrate_answers
+    from decision_pipeline.decision.evaluate.evaluation import answer_records, records_to_table
+    from decision_pipeline.decision.evaluate.router import fit_router
     started = time.time()
     p = load_section(CalibrateParams, "calibrate", args.params)
     answering = load_section(EvaluateParams, "evaluate", args.params).answering

@@ -6,7 +6,7 @@ import time
 from decision_pipeline.common.io import write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_section, stage_parser
-from decision_pipeline.decision.lr_choice import LrSweepParams, choose_lr
+from decision_pipeline.decision.sft.config import LrSweepParams, choose_lr
 
 
 @stage_main

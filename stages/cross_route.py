@@ -14,10 +14,11 @@ from decision_pipeline.common.io import read_jsonl, write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.common.temperatures import read_temperatures
-from decision_pipeline.decision.cross_routing import HEADLINE_SHARE, all_pairs
-from decision_pipeline.decision.evaluation import EvaluateParams, records_to_table
+from decision_pipeline.decision.evaluate.cross_routing import HEADLINE_SHARE, all_pairs
+from decision_pipeline.decision.evaluate.config import EvaluateParams
+from decision_pipeline.decision.evaluate.evaluation import records_to_table
 from decision_pipeline.questions.schema import load_items
-from decision_pipeline.reporting.stage_plots import plot_cross_routing
+from decision_pipeline.reporting.stage_figures import plot_cross_routing
 
 
 @stage_main

@@ -6,20 +6,21 @@ curated: hygiene filters → MinHash near-duplicate removal → register
 classifier scores (written, inspectable) → selection by `mode` / `overfill`
 with a reserve tail. random: a seeded uniform draw from the (decontaminated)
 pool at the same budget — the baseline curation must beat. The work is
-`decision_pipeline.curation.pipeline.curate`.
+`decision_pipeline.curation.pipeline.curate_files`, or with `curate.engine: ray`
+`decision_pipeline.curation.ray_engine.curate_on_ray`.
 """
 from __future__ import annotations
 
 import json
 import time
 
-from decision_pipeline.common.io import atomic_dir, read_table, write_json
+from decision_pipeline.common.io import atomic_dir, write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
+from decision_pipeline.common.raycluster import choose
 from decision_pipeline.curation.classifier import save_model
-from decision_pipeline.curation.documents import validate_pool
-from decision_pipeline.curation.pipeline import SELECTIONS, CurateParams, curate, write_scores
-from decision_pipeline.questions.schema import load_items
+from decision_pipeline.curation.pipeline import SELECTIONS, CurateParams, curate_files, write_scores
+from decision_pipeline.curation.ray_engine import curate_on_ray
 
 
 @stage_main
@@ -38,18 +39,9 @@ def main(argv: list[str] | None = None) -> None:
     p = load_section(CurateParams, "curate", args.params)
     seed = load_base(args.params).seed + p.seed_offset
     provenance = {"source": args.pool, "tokenizer": args.tokenizer}
-    if p.engine == "ray":  # the pool streamed as Parquet shards over a Ray cluster: the same outputs
-        from decision_pipeline.curation.ray_engine import curate_on_ray
-        result = curate_on_ray(args.name, args.pool, read_table(args.dev), load_items(args.items), args.tokenizer,
-                               p, seed, provenance)
-    else:
-        # transformers (and torch beneath it) only after the arguments parsed: `--help` and a wrong flag
-        # answer in under a second instead of paying ~4 s of imports
-        from decision_pipeline.lm.bpe import load_tokenizer
-        pool = validate_pool(read_table(args.pool), args.pool)
-        tok = load_tokenizer(args.tokenizer)
-        count = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
-        result = curate(args.name, pool, read_table(args.dev), load_items(args.items), count, p, seed, provenance)
+    # engine ray: the pool streamed as Parquet shards over a Ray cluster, the same outputs
+    run = choose(p, curate_files, curate_on_ray)
+    result = run(args.name, args.pool, args.dev, args.items, args.tokenizer, p, seed, provenance)
     with atomic_dir(args.out) as tmp:
         (tmp / "selection.json").write_text(result.selection.to_json())
         write_scores(tmp / "scores.parquet", result.scores_rows)

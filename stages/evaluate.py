@@ -18,7 +18,7 @@ from decision_pipeline.common.io import read_json, read_jsonl, write_json, write
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.common.temperatures import read_temperatures
-from decision_pipeline.decision.params import EvaluateParams
+from decision_pipeline.decision.evaluate.config import EvaluateParams
 from decision_pipeline.lm.params import RuntimeParams
 from decision_pipeline.questions.schema import load_items, load_split
 
@@ -40,9 +40,9 @@ def main(argv: list[str] | None = None) -> None:
     # the model libraries (torch, transformers, peft) only after the arguments parsed: `--help` and a wrong
     # flag answer in under a second instead of paying ~5 s of imports
     import torch
-    from decision_pipeline.decision.answering import answer_questions
-    from decision_pipeline.decision.evaluation import PRIOR_SPLIT, answer_records, evaluate_records
-    from decision_pipeline.reporting.stage_plots import plot_accuracy_grid, plot_reliability, plot_routing_curve
+    from decision_pipeline.decision.evaluate.answering import answer_questions
+    from decision_pipeline.decision.evaluate.evaluation import PRIOR_SPLIT, answer_records, evaluate_records
+    from decision_pipeline.reporting.stage_figures import plot_accuracy_grid, plot_reliability, plot_routing_curve
     started = time.time()
     p = load_section(EvaluateParams, "evaluate", args.params)
     seed = load_base(args.params).seed

@@ -12,7 +12,6 @@ does not record a partial result; `dvc repro` resumes.
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 
@@ -20,12 +19,12 @@ from decision_pipeline.common.hashing import stable_subset
 from decision_pipeline.common.io import write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.generation import GenerateParams
+from decision_pipeline.decision.generate.generation import GenerateParams
 from decision_pipeline.questions.schema import load_split
 from decision_pipeline.lm.params import RuntimeParams
 
 
-@stage_main
+@stage_main(ray_exit=True)  # engine ray: the process ends once the outputs are written
 def main(argv: list[str] | None = None) -> None:
     ap = stage_parser(__doc__, (GenerateParams, "generate"))
     ap.add_argument("--params", default="params.yaml")
@@ -38,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
     # second instead of paying ~6 s of torch, transformers and peft imports
     import torch
-    from decision_pipeline.decision.generate_run import generate_to_log
+    from decision_pipeline.decision.generate.run import generate_to_log
     from decision_pipeline.lm.bpe import load_tokenizer
     from decision_pipeline.lm.model import load_model
     started = time.time()
@@ -62,13 +61,6 @@ def main(argv: list[str] | None = None) -> None:
     summary("generate", started, questions=len(questions), records=metrics["records"],
             resumed=run["resumed_records"], tok_per_s=run["tokens_per_second"],
             truncated=metrics["base"]["truncated"])
-    if p.engine == "ray":
-        # a Ray driver can hang in interpreter shutdown after a replica was restarted (seen once in the
-        # suite: every output written, the process asleep for minutes); the outputs are complete and
-        # closed, so this process ends here
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
 
 
 if __name__ == "__main__":

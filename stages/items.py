@@ -6,7 +6,7 @@ import time
 from decision_pipeline.common.io import write_json, write_table
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.item_splits import ItemsParams, build_items
+from decision_pipeline.questions.splits import ItemsParams, build_items
 from decision_pipeline.questions.schema import QUESTION_SCHEMA
 
 

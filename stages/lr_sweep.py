@@ -12,8 +12,7 @@ import time
 from decision_pipeline.common.io import write_json
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.lr_choice import LrSweepParams
-from decision_pipeline.decision.params import SFTParams
+from decision_pipeline.decision.sft.config import LrSweepParams, SFTParams
 from decision_pipeline.lm.params import LaunchParams, RuntimeParams
 
 
@@ -31,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
     # second instead of paying ~6 s of torch, transformers and peft imports
     import torch
-    from decision_pipeline.decision.sft_run import sweep_point
+    from decision_pipeline.decision.sft.run import sweep_point
     from decision_pipeline.lm.bpe import load_tokenizer
     from decision_pipeline.lm.launch import finish, threads_per_process, train_here
     from decision_pipeline.lm.model import load_model

@@ -5,8 +5,6 @@ a model behind an OpenAI-compatible endpoint that the stage serves itself when
 actors (decision_pipeline/charter/ray_reflect.py), byte for byte the same file."""
 from __future__ import annotations
 
-import os
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +16,7 @@ from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 
 
-@stage_main
+@stage_main(ray_exit=True)  # engine ray: the process ends once the outputs are written
 def main(argv: list[str] | None = None) -> None:
     ap = stage_parser(__doc__, (ReflectParams, "reflect"))
     ap.add_argument("candidate")
@@ -49,10 +47,6 @@ def main(argv: list[str] | None = None) -> None:
     write_json(Path(args.metrics_dir) / f"{args.candidate}.json", metrics)
     summary(f"reflect@{args.candidate}", started, n=metrics["n"], missing_voice=metrics["missing_voice"],
             seconds=seconds)
-    if cfg.engine == "ray":  # as in stages/generate.py: a Ray driver can hang in interpreter shutdown
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Built in seconds from the tracked metrics and plot data only (no model is
 loaded); the sections, their headline numbers and figures are the registry in
-decision_pipeline/reporting/sections.py. Sections whose metrics are absent are
+decision_pipeline/reporting/report/sections.py. Sections whose metrics are absent are
 skipped; a missing key, a NaN, an empty plot data file or an unreadable image
 stops the build with one line naming the file and key, and nothing is written.
 """
@@ -14,7 +14,7 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import read_params_file, stage_parser
 from decision_pipeline.config import collect_errors
-from decision_pipeline.reporting.build import build_report
+from decision_pipeline.reporting.report.build import build_report
 
 
 @stage_main

@@ -2,8 +2,8 @@
 
 Takes the first `rl.max_steps / rl.steps_per_generation × rl.prompts_per_round`
 questions of `rl_select` (each used in exactly one round; a selection that falls
-short trains the whole rounds it fills, `rl_run.fit_rounds`), rewards from the
-registry in `decision_pipeline/decision/rl_rewards.py` weighted by
+short trains the whole rounds it fills, `decision/rl/run.py` fit_rounds), rewards from the
+registry in `decision_pipeline/decision/rl/rewards.py` weighted by
 `rl.rewards`, every GRPO knob set from params. Checkpoints every
 `rl.save_steps` into a work directory outside DVC's outputs; a killed run resumes
 from the last checkpoint of the same params, data, SFT model and code (another
@@ -23,7 +23,7 @@ from decision_pipeline.common.fingerprint import code_fingerprint, model_fingerp
 from decision_pipeline.common.io import atomic_dir, read_jsonl, write_json, write_timings
 from decision_pipeline.common.log import info, stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.params import RLParams
+from decision_pipeline.decision.rl.config import RLParams
 from decision_pipeline.lm.params import LaunchParams, RuntimeParams
 from decision_pipeline.questions.schema import load_items
 
@@ -46,14 +46,14 @@ def main(argv: list[str] | None = None) -> None:
     # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
     # second instead of paying ~6 s of torch, transformers and peft imports
     import torch
-    from decision_pipeline.decision import rl_rewards, rl_trainer
-    from decision_pipeline.decision.adapters import save_adapter_and_merged
-    from decision_pipeline.decision.rl_run import arrange_gold_positions, fit_rounds, run_metrics, training_questions
-    from decision_pipeline.decision.rl_trainer import check_lora_targets, fingerprint_parts, train_grpo
+    from decision_pipeline.decision.rl import rewards as rl_rewards, trainer as rl_trainer
+    from decision_pipeline.lm.adapters import save_adapter_and_merged
+    from decision_pipeline.decision.rl.run import arrange_gold_positions, fit_rounds, run_metrics, training_questions
+    from decision_pipeline.decision.rl.trainer import check_lora_targets, fingerprint_parts, train_grpo
     from decision_pipeline.lm.bpe import load_tokenizer
     from decision_pipeline.lm.launch import finish, threads_per_process, train_here
     from decision_pipeline.lm.model import load_model
-    from decision_pipeline.reporting.stage_plots import plot_rl_rounds
+    from decision_pipeline.reporting.stage_figures import plot_rl_rounds
     started = time.time()
     p = load_section(RLParams, "rl", args.params)
     seed = load_base(args.params).seed + p.seed_offset

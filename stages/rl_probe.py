@@ -10,19 +10,17 @@ per question) beside the log.
 """
 from __future__ import annotations
 
-import os
-import sys
 import time
 
 from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.params import RLParams, RlProbeParams
+from decision_pipeline.decision.rl.config import RLParams, RlProbeParams
 from decision_pipeline.questions.schema import load_items
 from decision_pipeline.lm.params import RuntimeParams
 
 
-@stage_main
+@stage_main(ray_exit=True)  # engine ray: the process ends once the outputs are written
 def main(argv: list[str] | None = None) -> None:
     ap = stage_parser(__doc__, (RlProbeParams, "rl_probe"), (RuntimeParams, "runtime"))
     ap.add_argument("--params", default="params.yaml")
@@ -35,8 +33,8 @@ def main(argv: list[str] | None = None) -> None:
     # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
     # second instead of paying ~6 s of torch, transformers and peft imports
     import torch
-    from decision_pipeline.decision.answering import readout
-    from decision_pipeline.decision.rl_probe import (ProbeSampling, candidates, probe_log, probe_metrics, probe_rows,
+    from decision_pipeline.decision.evaluate.answering import readout
+    from decision_pipeline.decision.rl.probe import (ProbeSampling, candidates, probe_log, probe_metrics, probe_rows,
                                                      probe_workers)
     from decision_pipeline.lm.bpe import load_tokenizer
     from decision_pipeline.lm.model import load_model
@@ -62,10 +60,6 @@ def main(argv: list[str] | None = None) -> None:
     write_json(args.metrics, metrics)
     summary("rl_probe", started, questions=len(rows), fresh=metrics["fresh"]["questions"],
             mixed_share=metrics["mixed_share"])
-    if p.engine == "ray":  # as in stages/generate.py: a Ray driver can hang in interpreter shutdown
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from decision_pipeline.common.io import read_json, read_jsonl, write_json, write
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 from decision_pipeline.questions.schema import load_items
-from decision_pipeline.decision.rl_select import RlSelectParams, select_questions
+from decision_pipeline.decision.rl.config import RlSelectParams
+from decision_pipeline.decision.rl.selection import select_questions
 
 
 @stage_main

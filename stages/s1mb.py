@@ -21,7 +21,9 @@ above 8 options) and, from the same readout, with the lowest-margin
   ``cis``/``cis_routed``, and ``borda`` and competition ``rank``
   (``borda_routed``, ``rank_routed``) of each variant added alone to the
   cohort: the reference scorers (``decision_pipeline.bench.cohort``) always,
-  plus the published model folders of ``s1mb.cohort_dir`` when set.
+  plus the published model folders of ``s1mb.cohort_dir`` when set;
+- ``--timings`` (optional): the run-local record (wall time, Python version, platform), outside DVC's
+  hashes: the result files carry nothing machine-specific, so a run on another kernel writes the same bytes.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from decision_pipeline.bench.params import S1mbParams
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.common.io import atomic_dir, write_json
+from decision_pipeline.common.io import atomic_dir, write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
 
@@ -45,12 +47,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--temps", required=True, help="calibrate's temperatures.json for this model")
     ap.add_argument("--out", required=True, help="directory for the two model folders (readout, routed)")
     ap.add_argument("--metrics", required=True)
+    ap.add_argument("--timings", help="run-local record: wall time, Python version, platform (not a DVC output)")
     args = ap.parse_args(argv)
     # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
     # second instead of paying ~6 s of torch, transformers and peft imports
     import torch
     from decision_pipeline.bench.adapter import load_readout_temperatures
-    from decision_pipeline.bench.s1mb import write_model_folder
+    from decision_pipeline.bench.s1mb import machine_environment, write_model_folder
     from decision_pipeline.bench.scoring import score_model
     started = time.time()
     p = load_section(S1mbParams, "s1mb", args.params)
@@ -64,6 +67,8 @@ def main(argv: list[str] | None = None) -> None:
         for folder in (score.readout, score.routed):
             write_model_folder(tmp, folder.metadata, folder.results)
     write_json(args.metrics, score.metrics)
+    if args.timings:
+        write_timings(args.timings, started, machine_environment())
     m = score.metrics
     summary(f"s1mb@{args.model}", started, benchmarks=m["n_benchmarks"], judgments=m["n_judgments"],
             task_avg=_num(m["task_avg"]), task_avg_routed=_num(m["task_avg_routed"]), routed=m["routed_questions"],

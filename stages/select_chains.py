@@ -13,7 +13,8 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_json, write_jsonl
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.chains import SelectChainsParams, read_chain_log, select_chains
+from decision_pipeline.decision.sft.config import SelectChainsParams
+from decision_pipeline.decision.sft.chains import read_chain_log, select_chains
 from decision_pipeline.questions.schema import load_items
 
 

@@ -16,7 +16,7 @@ import time
 from decision_pipeline.common.io import atomic_dir, read_json, write_json, write_timings
 from decision_pipeline.common.log import stage_main, summary
 from decision_pipeline.common.params import load_base, load_section, stage_parser
-from decision_pipeline.decision.params import SFTParams
+from decision_pipeline.decision.sft.config import SFTParams
 from decision_pipeline.lm.params import LaunchParams, RuntimeParams
 
 
@@ -39,12 +39,12 @@ def main(argv: list[str] | None = None) -> None:
     # the model libraries only after the arguments parsed: `--help` and a wrong flag answer in under a
     # second instead of paying ~6 s of torch, transformers and peft imports
     import torch
-    from decision_pipeline.decision.adapters import save_adapter_and_merged
-    from decision_pipeline.decision.sft_run import run_sft
+    from decision_pipeline.lm.adapters import save_adapter_and_merged
+    from decision_pipeline.decision.sft.run import run_sft
     from decision_pipeline.lm.bpe import load_tokenizer
     from decision_pipeline.lm.launch import finish, threads_per_process, train_here
     from decision_pipeline.lm.model import load_model
-    from decision_pipeline.reporting.stage_plots import plot_loss_curves
+    from decision_pipeline.reporting.stage_figures import plot_loss_curves
     started = time.time()
     p = load_section(SFTParams, "sft", args.params)
     seed = load_base(args.params).seed + p.seed_offset  # a seed study varies only the SFT run

@@ -28,7 +28,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
 
 
 def sample_questions(n_per_cell: int = 4, seed: int = 0) -> list[dict]:
-    from decision_pipeline.decision.item_splits import build_questions
+    from decision_pipeline.questions.splits import build_questions
     return build_questions(["keyword", "category", "larger", "count"], [0, 1, 2, 3, 4], n_per_cell, seed)
 
 

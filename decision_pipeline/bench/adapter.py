@@ -264,8 +264,8 @@ def readout_distributions(read: Reader, questions: Sequence[dict], size: int = C
 
 
 def model_reader(model: Any, tok: Any, temperatures: Mapping[str, float], batch_size: int) -> Reader:
-    """The pipeline readout (``decision_pipeline.decision.answering.readout``) + per-task temperature softmax."""
-    from decision_pipeline.decision.answering import readout
+    """The pipeline readout (``decision_pipeline.decision.evaluate.answering.readout``) + per-task temperature softmax."""
+    from decision_pipeline.decision.evaluate.answering import readout
 
     def read(questions: Sequence[dict]) -> list[np.ndarray]:
         logits = readout(model, tok, questions, batch_size)
@@ -324,7 +324,7 @@ def _route(model: Any, tok: Any, items: Sequence[dict], dists: list[np.ndarray],
             "routed": len(chosen), "parsed": 0, "post_chain": 0, "one_hot_fallback": 0}
     if not chosen:
         return info
-    from decision_pipeline.decision.answering import thinking
+    from decision_pipeline.decision.evaluate.answering import thinking
     from decision_pipeline.lm.backends import SamplingSettings, backend_for_model
 
     backend = backend_for_model(config.backend, model, tok, model_dir, config.batch_size)

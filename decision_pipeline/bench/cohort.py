@@ -8,7 +8,7 @@ questions with that option count) and `majority` (all mass on the prior's most l
 `s1mb.cohort_dir` adds published model folders on top (e.g. `configs/s1mb_cohort/`, filled by
 `make cohort` from a run's base/SFT/RL folders); a folder there missing a benchmark is refused.
 
-    python -m decision_pipeline.bench.cohort --from data/s1mb --out configs/s1mb_cohort   # make cohort
+    python -m decision_pipeline cohort --from data/s1mb --out configs/s1mb_cohort   # make cohort
 """
 from __future__ import annotations
 
@@ -113,6 +113,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

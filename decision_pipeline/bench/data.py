@@ -46,7 +46,7 @@ INDEX = "index.json"
 SYNTHETIC_REPO = "local/s1mb-synthetic"
 UPSTREAM_REPO = "hotchpotch/s1mb-dataset"
 _HEX40 = re.compile(r"[0-9a-f]{40}")
-# The items split the synthetic set is built from: `decision.item_splits.BENCH_SPLIT` (a test keeps them
+# The items split the synthetic set is built from: `questions.splits.BENCH_SPLIT` (a test keeps them
 # equal; named here so the stage's code deps stay the bench package)
 ITEMS_SPLIT = "bench"
 

@@ -49,7 +49,8 @@ class ModelScore:
 
 
 # Result files are DVC outputs: a wall-clock stamp or duration in them would change their bytes (and
-# dvc.lock) on every run. The time is in the stage's summary line instead; `elapsed_seconds` 0 = not recorded.
+# dvc.lock) on every run, and a kernel or Python version on every other machine. The time is in the stage's
+# summary line and, with the machine, in its run-local timings file; `elapsed_seconds` 0 = not recorded.
 REPRODUCIBLE_CREATED_AT = "2026-01-01T00:00:00+00:00"
 
 
@@ -77,7 +78,8 @@ def _result(definition: Benchmark, cases: list[Case], predictions: list[Predicti
     """One upstream result, re-verified by recomputing every stored metric (to 1e-8)."""
     result = build_result(definition, cases, predictions, run_id=model_info["id"].replace("__", "-", 1),
                           model={**model_info, "settings": settings}, elapsed_seconds=0.0,
-                          created_at=REPRODUCIBLE_CREATED_AT, environment={"dataset_source": dict(source)})
+                          created_at=REPRODUCIBLE_CREATED_AT, environment={"dataset_source": dict(source)},
+                          machine=False)
     verify_result(result, cases, definition)
     return result
 

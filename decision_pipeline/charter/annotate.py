@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from decision_pipeline.charter import store
@@ -29,7 +30,7 @@ from decision_pipeline.charter.throughput import ThroughputParams, cost, measure
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import read_json
 from decision_pipeline.common.params import rule
-from decision_pipeline.common.raycluster import ENGINES
+from decision_pipeline.common.raycluster import ENGINES, choose
 
 
 @dataclass
@@ -105,24 +106,26 @@ def reflect(name: str, cfg: ReflectParams, checks: CheckParams, docs: list[dict]
     prompt = candidate_prompt(name, c, charter)
     version = prompt.version if prompt else 0
     started = time.perf_counter()
-    if cfg.engine == "ray":
-        texts, truncated = reflect_on_ray(name, c, charter, checks, prompt, docs, seed, cfg.ray,
-                                                      Path(log_dir or "."))
-        # the rows' stated properties come from the rule itself (cheap, no model): built here
-        gen = make_generator(name, c, charter, checks, prompt, "", seed) if c.kind == "reference" else None
-    elif c.kind == "endpoint" and c.serve_model:
-        with served(c.serve_model, c.model, timeout_s=120) as (url, _pid):
-            gen = make_generator(name, c, charter, checks, prompt, url, seed)
-            texts, truncated = gen.reflect(docs), gen.truncated_prompts
-    else:
-        gen = make_generator(name, c, charter, checks, prompt, c.base_url, seed)
-        texts = gen.reflect(docs)
-        truncated = getattr(gen, "truncated_prompts", 0)  # a reference generator truncates nothing
+    run = choose(cfg, reflect_here, partial(reflect_on_ray, cfg=cfg.ray, log_dir=Path(log_dir or ".")))
+    texts, truncated, gen = run(name, c, charter, checks, prompt, docs, seed)
     seconds = time.perf_counter() - started
     rows = [reflection_row(name, c.kind, version, d, text, gen) for d, text in zip(docs, texts)]
     missing = sum(1 for r in rows if not all(r["voices"][v] for v in VOICES))
     return rows, {"candidate": name, "kind": c.kind, "prompt_version": version, "n": len(rows),
                   "missing_voice": missing, "truncated_prompts": truncated, "seconds": seconds}
+
+
+def reflect_here(name: str, c: CandidateParams, charter: Charter, checks: CheckParams, prompt: Prompt | None,
+                 docs: list[dict], seed: int) -> tuple[list[str], int, object]:
+    """`reflect.engine: local`: the reflections in this process (the candidate's model served here when it
+    has serve_model), the truncated-prompt count and the generator (ray_reflect.reflect_on_ray's triple)."""
+    if c.kind == "endpoint" and c.serve_model:
+        with served(c.serve_model, c.model, timeout_s=120) as (url, _pid):
+            gen = make_generator(name, c, charter, checks, prompt, url, seed)
+            return gen.reflect(docs), gen.truncated_prompts, gen
+    gen = make_generator(name, c, charter, checks, prompt, c.base_url, seed)
+    texts = gen.reflect(docs)
+    return texts, getattr(gen, "truncated_prompts", 0), gen  # a reference generator truncates nothing
 
 
 def reflection_row(name: str, kind: str, version: int, doc: dict, text: str, gen: object) -> dict:

@@ -16,14 +16,13 @@ So the driver cuts the documents into chunks whose starts are multiples of the c
   documents and seed skips the logged chunks (a different run discards the log); the log is removed
   once the stage has every reflection.
 
-Faults: a dead actor is restarted by Ray and its chunk resubmitted (`RESTARTS`); the chunk is
+Faults: a dead actor is restarted by Ray and its chunk resubmitted (`raypool.RESTARTS`); the chunk is
 reflected again with the same seeds and logged once. An unreachable or too small cluster is one line
-naming `reflect.ray.address` / `reflect.ray.workers` before anything is written.
+naming `reflect.ray.address` / `reflect.ray.workers` before anything is written. The pool of actors
+over the log is common/raypool.py, shared with `generate`; what is here is what an actor does.
 """
 from __future__ import annotations
 
-import gc
-import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -33,15 +32,13 @@ from decision_pipeline.charter.checks import CheckParams
 from decision_pipeline.charter.generators import CandidateParams, make_generator
 from decision_pipeline.charter.prompts import Prompt
 from decision_pipeline.charter.throughput import served
-from decision_pipeline.common import raycluster
+from decision_pipeline.common import raycluster, raypool
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.fingerprint import model_fingerprint, run_fingerprint
 from decision_pipeline.common.io import JsonlAppender, read_jsonl, write_text_atomic
 from decision_pipeline.common.params import rule
 from decision_pipeline.common.raycluster import RayParams
 
-#: how often Ray restarts a dead actor and resubmits its chunk before the stage fails
-RESTARTS = 3
 #: settings that decide how requests are sent, not what comes back
 TRANSPORT = ("concurrency", "timeout_s", "max_retries", "gpus")
 
@@ -81,16 +78,12 @@ def run_key(name: str, c: CandidateParams, prompt: Prompt | None, charter: Chart
 class ReflectReplica:
     """One generator (a Ray actor): reflects whole chunks and returns their texts."""
 
-    def __init__(self, name: str, c: CandidateParams, charter: Charter, checks: CheckParams, prompt: Prompt | None,
-                 seed: int, files: dict[str, bytes] | None) -> None:
+    def __init__(self, files: dict[str, bytes] | None, name: str, c: CandidateParams, charter: Charter,
+                 checks: CheckParams, prompt: Prompt | None, seed: int) -> None:
         self.server = None
         url = c.base_url
         if files is not None:  # serve_model: this actor's own replica, from the shipped bytes
-            root = tempfile.mkdtemp(prefix="ray-reflect-")
-            for rel, data in files.items():
-                path = Path(root) / rel
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(data)
+            root = raypool.unpack(files, "ray-reflect-")
             c = replace(c, serve_model=root, tokenizer=c.tokenizer or root)
             self.server = served(root, c.model, timeout_s=120)
             url, _pid = self.server.__enter__()
@@ -109,25 +102,20 @@ class ReflectReplica:
 
 
 def _attach(cfg: ReflectRayParams, c: CandidateParams) -> tuple[Any, dict]:
-    """Join the cluster and check it can hold the actors at once; the resources of one actor."""
-    ray = raycluster.connect(cfg.address, "reflect.ray.address")
-    try:
-        gpus = raycluster.cluster_gpus(ray)
-        if c.kind == "endpoint" and c.serve_model and gpus and c.gpus:
-            if cfg.workers * c.gpus > gpus:
-                raise PipelineError(f"reflect.ray.workers is {cfg.workers} (x {c.gpus} GPU each) but the Ray "
-                                    f"cluster at {cfg.address} has {gpus} GPU(s); lower reflect.ray.workers")
-            return ray, {"num_gpus": c.gpus, "num_cpus": 1}
-        raycluster.check_capacity(ray, cfg.workers, cfg.cpus_per_worker, "reflect.ray.workers", cfg.address)
-    except PipelineError:
-        raycluster.disconnect(ray)
-        raise
-    return ray, {"num_cpus": cfg.cpus_per_worker}
+    """Join the cluster and check it can hold the actors at once; the resources of one actor (a served
+    replica's `gpus` GPUs on a GPU cluster)."""
+    gpus = c.gpus if c.kind == "endpoint" and c.serve_model else 0
+    return raypool.attach(cfg.address, "reflect.ray.address", cfg.workers, "reflect.ray.workers", cfg.cpus_per_worker,
+                          gpus, f"reflect.ray.workers is {cfg.workers} (x {c.gpus} GPU each) but the Ray cluster at "
+                                f"{cfg.address} has {{gpus}} GPU(s); lower reflect.ray.workers")
 
 
 def reflect_on_ray(name: str, c: CandidateParams, charter: Charter, checks: CheckParams, prompt: Prompt | None,
-                   docs: Sequence[dict], seed: int, cfg: ReflectRayParams, log_dir: Path) -> tuple[list[str], int]:
-    """Every document's reflection (in `docs` order) and the truncated-prompt count, from Ray actors."""
+                   docs: Sequence[dict], seed: int, cfg: ReflectRayParams, log_dir: Path
+                   ) -> tuple[list[str], int, object]:
+    """Every document's reflection (in `docs` order) and the truncated-prompt count, from Ray actors, and
+    a reference candidate's generator (annotate.reflect_here's triple: the rows' stated properties come
+    from the rule itself, cheap and without a model, so it is built here; None for an endpoint)."""
     ray, resources = _attach(cfg, c)
     chunk = chunk_size(cfg.chunk_docs, c)
     path = log_path(log_dir, name)
@@ -137,15 +125,20 @@ def reflect_on_ray(name: str, c: CandidateParams, charter: Charter, checks: Chec
         path.unlink(missing_ok=True)
         log_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(key_file, key + "\n")
+
+    def receive(result: tuple[int, list[str], int], _actor: int) -> list[dict]:
+        start, texts, truncated = result
+        return [{"id": f"chunk-{start}", "start": start, "texts": texts, "truncated": truncated}]
+
     try:
         with JsonlAppender(path) as log:
             todo = [lo for lo in range(0, len(docs), chunk) if f"chunk-{lo}" not in log.done]
             if todo:
-                _run_chunks(ray, resources, name, c, charter, checks, prompt, docs, seed, cfg, chunk, todo, log)
-    except ray.exceptions.RayError as exc:
-        reason = " ".join(str(exc).split())[:200]
-        raise PipelineError(f"reflect@{name}: a Ray actor failed beyond {RESTARTS} restarts ({reason}); finished "
-                            f"chunks are kept in {path}: rerun to resume") from None
+                raypool.run(ray, ReflectReplica, (name, c, charter, checks, prompt, seed),
+                            min(cfg.workers, len(todo)), resources, todo, log,
+                            lambda actor, lo, _: actor.run.remote(lo, list(docs[lo:lo + chunk])), receive,
+                            label=f"reflect@{name}", noun="actor", close="close",
+                            ship=c.serve_model if c.kind == "endpoint" and c.serve_model else None)
     finally:
         raycluster.disconnect(ray)
     parts = sorted(read_jsonl(path), key=lambda r: r["start"])
@@ -154,33 +147,5 @@ def reflect_on_ray(name: str, c: CandidateParams, charter: Charter, checks: Chec
         raise PipelineError(f"{path}: {len(texts)} reflections logged for {len(docs)} documents; delete it and rerun")
     path.unlink()
     key_file.unlink()
-    return texts, sum(part["truncated"] for part in parts)
-
-
-def _run_chunks(ray: Any, resources: dict, name: str, c: CandidateParams, charter: Charter, checks: CheckParams,
-                prompt: Prompt | None, docs: Sequence[dict], seed: int, cfg: ReflectRayParams, chunk: int,
-                todo: list[int], log: JsonlAppender) -> None:
-    """Keep every actor busy with one chunk; log each chunk as it comes back."""
-    files = None
-    if c.kind == "endpoint" and c.serve_model:
-        root = Path(c.serve_model)
-        files = ray.put({str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()})
-    actor = ray.remote(ReflectReplica).options(max_restarts=RESTARTS, max_task_retries=RESTARTS, **resources)
-    actors = [actor.remote(name, c, charter, checks, prompt, seed, files) for _ in range(min(cfg.workers, len(todo)))]
-    busy: dict[Any, int] = {}
-    queue = list(todo)
-    while queue or busy:
-        for a in range(len(actors)):
-            if queue and a not in busy.values():
-                lo = queue.pop(0)
-                busy[actors[a].run.remote(lo, list(docs[lo:lo + chunk]))] = a
-        ready, _ = ray.wait(list(busy), num_returns=1)
-        busy.pop(ready[0])
-        start, texts, truncated = ray.get(ready[0])
-        log.append({"id": f"chunk-{start}", "start": start, "texts": texts, "truncated": truncated})
-    ray.get([a.close.remote() for a in actors])
-    for a in actors:
-        ray.kill(a)
-    # handles and refs go while the driver is connected (ray_generation.py: one freed after shutdown can hang)
-    del actors, busy, files, ready
-    gc.collect()
+    gen = make_generator(name, c, charter, checks, prompt, "", seed) if c.kind == "reference" else None
+    return texts, sum(part["truncated"] for part in parts), gen

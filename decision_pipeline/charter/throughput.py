@@ -4,7 +4,7 @@ documents, documents/s after a warm-up, and the linear GPU-hour extrapolation.
 Why: the production run's cost decided which candidates were affordable at all; a
 candidate whose extrapolated GPU-hours exceed the budget never enters the quality
 comparison. In the default profile the stage serves the project's own model itself
-(``python -m decision_pipeline.lm.serve`` on a free port, stopped by pid).
+(``python -m decision_pipeline serve`` on a free port, stopped by pid).
 """
 from __future__ import annotations
 
@@ -59,13 +59,13 @@ def _ready(base_url: str) -> bool:
 
 @contextmanager
 def served(model_dir: str, name: str, timeout_s: float, batch_size: int = 16) -> Iterator[tuple[str, int]]:
-    """Run `python -m decision_pipeline.lm.serve` for `model_dir` on a free loopback port;
+    """Run `python -m decision_pipeline serve` for `model_dir` on a free loopback port;
     yields (base_url, pid); the process is stopped by its pid (TERM, then KILL) on exit."""
     if not Path(model_dir).is_dir():
         raise PipelineError(f"{model_dir}: model directory to serve not found; run `dvc repro base_model` "
                             "or fix serve_model in params")
     port = free_port()
-    cmd = [sys.executable, "-m", "decision_pipeline.lm.serve", "--model", model_dir, "--host", "127.0.0.1",
+    cmd = [sys.executable, "-m", "decision_pipeline", "serve", "--model", model_dir, "--host", "127.0.0.1",
            "--port", str(port), "--name", name, "--batch-size", str(batch_size)]
     env = {**os.environ, "PIPELINE_QUIET": "1"}
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)

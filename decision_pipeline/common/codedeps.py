@@ -7,8 +7,8 @@ project modules it imports (every `import` statement anywhere in the file,
 function-level ones included), so a test can compare it with `dvc.yaml` and a
 person adding a stage can print the deps to list:
 
-    python -m decision_pipeline.common.codedeps            # every stage: missing deps
-    python -m decision_pipeline.common.codedeps --suggest  # every stage: a deps list to paste
+    python -m decision_pipeline codedeps            # every stage: missing deps
+    python -m decision_pipeline codedeps --suggest  # every stage: a deps list to paste
 
 Rules: a package's `__init__.py` counts only when it holds code beyond a
 docstring (an empty package file cannot change a result); a dep covers a file
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import ast
 import re
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -173,6 +172,3 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{stage.name}: dvc.yaml deps miss {path} (imported by {stage.module})")
     return 1 if bad else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -52,6 +52,7 @@ def start(port: int = 0, bucket: str = DEFAULT_BUCKET, host: str = "127.0.0.1") 
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
+    os.environ.update({k: os.environ.get(k, v) for k, v in LOCAL_CREDENTIALS.items()})  # for what it starts
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--port", type=int, default=9000)
     ap.add_argument("--bucket", default=DEFAULT_BUCKET)
@@ -67,7 +68,3 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         server.stop()
 
-
-if __name__ == "__main__":
-    os.environ.update({k: os.environ.get(k, v) for k, v in LOCAL_CREDENTIALS.items()})
-    raise SystemExit(main())

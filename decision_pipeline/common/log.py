@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, TypeVar
 
 from tqdm.auto import tqdm
 
+from decision_pipeline.common import raycluster
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import PARAMS_FILE
 
@@ -97,18 +98,31 @@ def params_file_named(message: str, argv: list[str] | None) -> str:
     return message
 
 
-def stage_main(func: Callable[[list[str] | None], Any]) -> Callable[[list[str] | None], int]:
+def stage_main(func: Callable[[list[str] | None], Any] | None = None, *, ray_exit: bool = False) -> Any:
     """Wrap a stage's main(): a PipelineError becomes one stderr line (naming the `--params` file
-    where the message names the params file) and exit code 2."""
+    where the message names the params file) and exit code 2.
+
+    `@stage_main(ray_exit=True)`: a run that attached to a Ray cluster ends the process with
+    `os._exit(0)` once main returns. A Ray driver can hang in interpreter shutdown after a replica was
+    restarted (seen once in the suite: every output written, the process asleep for minutes); the
+    outputs are complete and closed by then, so the process ends there."""
+    if func is None:
+        return functools.partial(stage_main, ray_exit=ray_exit)
+
     @functools.wraps(func)
     def wrapper(argv: list[str] | None = None) -> int:
         if not bars_enabled() and "transformers" in sys.modules:
             from transformers.utils import logging as hf_logging
             hf_logging.disable_progress_bar()  # its weight-loading bar, same rule as ours
+        joins = raycluster.joins()
         try:
             func(argv)
         except PipelineError as exc:
             print(f"error: {params_file_named(str(exc), argv)}", file=sys.stderr)
             return 2
+        if ray_exit and raycluster.joins() > joins:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
         return 0
     return wrapper

@@ -16,9 +16,9 @@ you are not switching to or from does not block a switch. Which profile a params
 from its own `base.profile` (every overlay sets it), so `make run` can print it and refuse a
 params.yaml of another profile than asked for (`run_plan`).
 
-    make profile PROFILE=gpu                                   # checked apply (python -m decision_pipeline.config profile gpu)
+    make profile PROFILE=gpu                                   # checked apply (python -m decision_pipeline config profile gpu)
     make profile PROFILE=default                               # back to the committed params
-    python -m decision_pipeline.common.profiles show micro     # the merged params, to stdout
+    python -m decision_pipeline profiles show micro            # the merged params, to stdout
 """
 from __future__ import annotations
 
@@ -278,7 +278,7 @@ def printable(line: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`show` only: applying goes through `python -m decision_pipeline.config profile` (`make profile`),
+    """`show` only: applying goes through `python -m decision_pipeline config profile` (`make profile`),
     which checks the merged params against the dataclasses first (this module sits below them)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=("apply", "show"))
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true", help="(apply) overwrite params.yaml even if it holds edits")
     args = ap.parse_args(argv)
     if args.command == "apply":
-        print(f"ERROR: apply a profile with `make profile PROFILE={args.name}` (python -m decision_pipeline.config "
+        print(f"ERROR: apply a profile with `make profile PROFILE={args.name}` (python -m decision_pipeline config "
               f"profile {args.name}), which checks it against the params dataclasses first", file=sys.stderr)
         return 2
     try:
@@ -297,6 +297,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

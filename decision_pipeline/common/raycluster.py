@@ -1,4 +1,5 @@
-"""Connecting a stage to a Ray cluster: the address param, fast one-line failures, capacity checks.
+"""Connecting a stage to a Ray cluster: the engine choice, the address param, fast one-line failures,
+capacity checks.
 
 Why a module of its own: curation (Ray Data) and generation (Ray actors) both attach to an
 existing cluster started with `ray start`; they must fail the same way, before any work and
@@ -6,6 +7,10 @@ before any output is touched, when Ray is not installed, nothing listens at the 
 the cluster is smaller than the worker count asked for. Ray itself retries an unreachable
 head for about a minute and then prints a traceback; a TCP probe of the head's port first
 turns that into one line naming the param.
+
+The engine is chosen here, once for the four stages that have one (curate, generate, rl_probe,
+reflect): `choose` returns the section's local or Ray path. The pool of actors that generate, rl_probe
+and reflect run on the cluster is common/raypool.py.
 
 Loopback clusters: Ray rewrites 127.0.0.1 to the machine's outward address unless
 `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0` is set before `import ray` (then it keeps the loopback
@@ -17,13 +22,15 @@ import ipaddress
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import rule
 
 ENGINES = ("local", "ray")
 PROBE_SECONDS = 3.0
+T = TypeVar("T")
+_joins = 0  # successful `connect` calls in this process (stage_main's ray_exit compares before and after)
 
 
 @dataclass
@@ -32,6 +39,39 @@ class RayParams:
     address: str = rule(run_control=True, doc="the Ray head's GCS address host:port (what `ray start --head` "
                                               "prints), or auto: RAY_ADDRESS, else the cluster last started "
                                               "on this machine")
+
+
+def replica_engine() -> Any:
+    """The `engine` field of a section whose chains `workers` model replicas sample (generate, rl_probe)."""
+    return rule(run_control=True, choices=ENGINES, default="local",
+                doc="local: `workers` processes (or GPUs) of this machine; ray: `workers` model replicas as "
+                    "Ray actors on the cluster at ray.address (the same chains.jsonl, byte for byte)")
+
+
+def ray_cluster(params: type[RayParams]) -> Any:
+    """A section's `ray` field: its cluster params, at address auto unless set."""
+    return rule(run_control=True, default_factory=lambda: params("auto"), doc="the Ray cluster (engine: ray only)")
+
+
+def choose(section: Any, local: T, ray: T, check: Callable[[], object] | None = None) -> T:
+    """The one reading of a stage section's `engine` (one of ENGINES; the params loader checks it):
+    `local`, or `ray` once `check` (if given) has joined the cluster and found room for the work, so a
+    bad cluster is one line before anything is written. The two paths take the same arguments."""
+    if section.engine != "ray":
+        return local
+    if check is not None:
+        check()
+    return ray
+
+
+def joins() -> int:
+    """How many times this process has attached to a cluster (`connect`), the idempotent calls included."""
+    return _joins
+
+
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """An error's text folded onto one line and cut to `limit` characters."""
+    return " ".join(str(exc).split())[:limit]
 
 
 def _is_loopback(host: str) -> bool:
@@ -67,6 +107,7 @@ def _probe(address: str, key: str) -> None:
 
 def connect(address: str, key: str) -> Any:
     """Attach this process to the cluster at `address` (idempotent); returns the `ray` module."""
+    global _joins
     host = address.rpartition(":")[0].strip("[]")
     if address != "auto" and _is_loopback(host):
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep 127.0.0.1 (module docstring)
@@ -75,6 +116,7 @@ def connect(address: str, key: str) -> Any:
         address = os.environ.get("RAY_ADDRESS", "") or _latest_cluster(key)
     if ray.is_initialized():
         if ray.get_runtime_context().gcs_address == address:
+            _joins += 1
             return ray
         ray.shutdown()  # attached to another cluster (a library caller): this call names where to run
     _probe(address, key)
@@ -82,9 +124,9 @@ def connect(address: str, key: str) -> Any:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False, include_dashboard=False,
                  configure_logging=True)
     except (ConnectionError, RuntimeError) as exc:
-        reason = " ".join(str(exc).split())[:160]
-        raise PipelineError(f"{key}: could not join the Ray cluster at {address} ({reason}); check the head "
-                            f"is up (`ray status --address {address}`) or fix {key}") from None
+        raise PipelineError(f"{key}: could not join the Ray cluster at {address} ({one_line(exc, 160)}); check "
+                            f"the head is up (`ray status --address {address}`) or fix {key}") from None
+    _joins += 1
     return ray
 
 

@@ -4,7 +4,7 @@ Seed k of every arm shares its init and order seeds (lm/training.seed_plan), so 
 are paired. For each metric (token-weighted ppl, equal-register ppl, bits/byte) this gives the mean
 difference curated − other with a t-interval over seeds, the 80%-power detectable difference and a
 verdict by common/verdict.py: with fewer than 5 paired seeds it is "not tested" (the default run has
-3; the whole-chain verdict over reruns is in metrics/claims.json, reporting/noise_study.py).
+3; the whole-chain verdict over reruns is in metrics/claims.json, reporting/review/noise_study.py).
 """
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ class IngestParams:
                                 "apart as the tune set: curation knobs are chosen on its perplexity, the rest stays "
                                 "the held-out set read for the headline only")
     seed_offset: int = rule(min=0, doc="added to base.seed for the generated documents alone: a noise study "
-                            "regenerates the data with it (reporting/noise_study.py, source data)")
+                            "regenerates the data with it (reporting/review/noise_study.py, source data)")
 
 
 def _safety(group: str, d: Draw) -> int:

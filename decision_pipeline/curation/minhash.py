@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -202,17 +202,23 @@ def lsh_groups(sig: np.ndarray, bands: int, rows: int) -> list[np.ndarray]:
     return groups
 
 
-def cluster(n: int, groups: Sequence[np.ndarray]) -> np.ndarray:
-    """Union-find over candidate groups; returns each doc's root = smallest index in its cluster."""
-    parent = list(range(n))
+def union_roots(groups: Iterable[Sequence[int]]) -> dict[int, int]:
+    """Union-find over candidate groups: each member of a group -> its cluster's root, the smallest
+    index in the cluster (a union links the larger root under the smaller). Only the members of groups
+    are held, so a million documents with few duplicates cost a dict of those few (the Ray engine's
+    driver); indices in no group are their own roots and absent."""
+    parent: dict[int, int] = {}
 
     def find(i: int) -> int:
+        parent.setdefault(i, i)
         while parent[i] != i:
             parent[i] = parent[parent[i]]
             i = parent[i]
         return i
 
     for g in groups:
+        if len(g) == 0:
+            continue
         root = find(int(g[0]))
         for j in g[1:]:
             rj = find(int(j))
@@ -220,7 +226,15 @@ def cluster(n: int, groups: Sequence[np.ndarray]) -> np.ndarray:
                 lo, hi = min(root, rj), max(root, rj)
                 parent[hi] = lo
                 root = lo
-    return np.array([find(i) for i in range(n)], dtype=np.int64)
+    return {i: find(i) for i in list(parent)}
+
+
+def cluster(n: int, groups: Sequence[np.ndarray]) -> np.ndarray:
+    """Each doc's root = smallest index in its cluster (`union_roots` over candidate groups)."""
+    roots = np.arange(n, dtype=np.int64)
+    for i, root in union_roots(groups).items():
+        roots[i] = root
+    return roots
 
 
 @dataclass(frozen=True)

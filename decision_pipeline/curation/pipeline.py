@@ -24,18 +24,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from decision_pipeline.common.hashing import make_rng, sha256_int
+from decision_pipeline.common.hashing import make_rng
+from decision_pipeline.common.io import read_table
 from decision_pipeline.common.params import rule
 from decision_pipeline.common.raycluster import ENGINES
-from decision_pipeline.curation.artifacts import artifact_shares, source_register
 from decision_pipeline.curation.classifier import ClassifierParams, RegisterModel, score_docs, train_classifier
 from decision_pipeline.curation.decontaminate import decontaminate, held_out_questions
+from decision_pipeline.curation.documents import validate_pool
 from decision_pipeline.curation.filters import apply_filters, build_filters
 from decision_pipeline.curation.minhash import MinhashParams, dedup
+from decision_pipeline.curation.outcome import Screening, settle
 from decision_pipeline.curation.ray_kernels import CurateRayParams
-from decision_pipeline.curation.selection import (
-    MODES, Selection, calibrate_chars_per_token, check_params, estimate_token_counts, random_selection, select,
-)
+from decision_pipeline.curation.selection import (MODES, Selection, calibrate_chars_per_token, check_params,
+                                                  estimate_token_counts)
+from decision_pipeline.questions.schema import load_items
 
 SELECTIONS = ("curated", "filtered_random", "random")
 DEPTH_COUNTS = ("exact", "estimated")
@@ -94,35 +96,17 @@ def write_scores(path: Path, rows: list[dict] | Iterable[pa.Table]) -> None:
             writer.write_table(table)
 
 
-def config_hash(p: CurateParams) -> str:
-    """Hash of the params that decide the selection (the engine and its cluster do not)."""
-    content = {k: v for k, v in vars(p).items() if k not in ("engine", "ray")}
-    return f"{sha256_int(json.dumps(content, default=vars, sort_keys=True)):016x}"
-
-
-def code_fingerprint() -> str:
-    """SHA-256 over the curation package's source files, for provenance.
-
-    Why not the git revision: a cached output must hash the same whenever its inputs do,
-    and the commit changes with every unrelated commit (the lock would never match).
-    """
-    import hashlib
-    from pathlib import Path
-    h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def classifier_metrics(report: dict) -> dict:
-    """The classifier block: held-out accuracy of the kept checkpoint vs chance, and how it was chosen
-    (every epoch's held-out accuracy and the kept epoch; see classifier.choose_checkpoint)."""
-    rnd = lambda v: None if v is None else round(float(v), 6)  # noqa: E731
-    return {"heldout_accuracy": rnd(report["heldout_accuracy"]), "chance": rnd(report["chance"]),
-            "register_accuracy": round(report.get("register_accuracy") or 0.0, 6),
-            "checkpoint": report["checkpoint"], "chosen_epoch": report["chosen_epoch"], "epochs": report["epochs"],
-            "epoch_heldout_accuracy": [rnd(a) for a in report["epoch_heldout_accuracy"]],
-            "n_heldout": report["n_heldout"]}
+def curate_files(name: str, pool_path: str, dev_path: str, items_path: str, tokenizer_path: str, p: CurateParams,
+                 seed: int, provenance: dict) -> Curation:
+    """`curate` from the stage's files (`curate.engine: local`; ray_engine.curate_on_ray takes the same
+    arguments): the pool validated and held in this process, tokens counted by the tokenizer."""
+    # transformers (and torch beneath it) only here: the stage's `--help` and a wrong flag answer in under
+    # a second instead of paying ~4 s of imports
+    from decision_pipeline.lm.bpe import load_tokenizer
+    pool = validate_pool(read_table(pool_path), pool_path)
+    tok = load_tokenizer(tokenizer_path)
+    count = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+    return curate(name, pool, read_table(dev_path), load_items(items_path), count, p, seed, provenance)
 
 
 def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
@@ -147,19 +131,12 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
     texts = [d["text"] for d in candidates]
     tokens = estimate_token_counts(texts, chars_per_token)
     exact = np.array([int(count_tokens(t)) for t in texts], dtype=np.int64)  # the budget is counted exactly
-    # the research's rule (depth_count: estimated) sizes the lists in estimated tokens, so they hold a few %
-    # less than the budget and the reserve makes up the rest (fallback); `exact` counts the real tokens
-    depth_tokens = exact if p.depth_count == "exact" else tokens
-    if name == "curated":
-        selection = select(candidates, scores, depth_tokens, p.budget_tokens, p.registers, p.mode, p.overfill, p.reserve,
-                           weights=p.weights, exact_tokens=exact)
-    else:
-        selection = random_selection(candidates, exact, p.budget_tokens, make_rng(seed, "random_selection"),
-                                     p.reserve, scores=scores, registers=p.registers)
-    chosen = slice(0, selection.n_budget_docs)
-    pos = {d["id"]: k for k, d in enumerate(candidates)}
-    chosen_idx = [pos[i] for i in selection.ids[chosen]]
-    sel_chars = sum(len(texts[k]) for k in chosen_idx)
+    n_chars = np.fromiter((len(t) for t in texts), np.int64, len(texts))
+    screening = Screening(len(pool), len(held_out), len(clean.removed), clean.questions_found, len(filtered.kept),
+                          filtered.counts, filtered.counts_all, deduped.n_removed, len(deduped.exact_ids),
+                          deduped.dedup_rate)
+    selection, provenance, metrics = settle(name, p, seed, candidates, scores, tokens, exact, n_chars, chars_per_token,
+                                            screening, clf, provenance, lambda at: [candidates[k] for k in at])
 
     reasons = {d["id"]: "" for d in deduped.kept}
     reasons.update(filtered.dropped_by)
@@ -170,47 +147,4 @@ def curate(name: str, pool: list[dict], dev: list[dict], items: Sequence[dict],
     rows = [{"id": d["id"], "drop_reason": reasons[d["id"]],
              "scores_json": json.dumps({r: round(float(v), 6) for r, v in zip(p.registers, score_by_id[d["id"]])})
              if d["id"] in score_by_id else "{}"} for d in pool]
-    provenance = {**provenance, "selection": name, "chars_per_token": round(chars_per_token, 4),
-                  "budget_tokens": p.budget_tokens,
-                  "config_hash": config_hash(p),
-                  "code_fingerprint": code_fingerprint()}
-    st = selection.stats
-    metrics = {"pool_docs": len(pool),
-               "decontamination": {"held_out_questions": len(held_out), "removed_docs": len(clean.removed),
-                                   "questions_found": clean.questions_found},
-               "after_filters": len(filtered.kept), "drops": filtered.counts, "drops_all": filtered.counts_all,
-               "dedup": {"removed": deduped.n_removed, "exact": len(deduped.exact_ids),
-                         "near": deduped.n_removed - len(deduped.exact_ids), "rate": round(deduped.dedup_rate, 6),
-                         "kept_twin": "best_scored"},
-               "classifier": classifier_metrics(clf.report),
-               "chars_per_token": round(chars_per_token, 4), "selected_docs": selection.n_budget_docs,
-               "selected_tokens": int(st["n_tokens"]),
-               "selected_tokens_est": int(tokens[chosen_idx].sum()),
-               "selected_chars_per_token": round(sel_chars / max(int(st["n_tokens"]), 1), 4),
-               "reserve_tail_docs": st["tail_docs"], "reserve_tail_tokens": st["tail_tokens"],
-               # curated: the reserve counted from the end of the lists (the research's rule), of which the
-               # budget used `fallback_*`; random arms: the tail after the budget cut
-               "reserve_tokens": st.get("reserve_tokens", st["tail_tokens"]),
-               "reserve_tail_short": st.get("reserve_short", st.get("tail_short")),
-               "fallback_docs": st["fallback_docs"], "fallback_tokens": st.get("fallback_tokens", 0),
-               "fallback_share": st.get("fallback_share", 0.0),
-               "rule": {**{k: st.get(k) for k in ("mode", "overfill", "reserve", "weights")},
-                        "depth_count": p.depth_count if name == "curated" else None},
-               # the realised mix by the list that picked each document (random: by argmax)
-               "register_mix": st.get("by_list") or st.get("argmax_mix", {}),
-               "register_mix_by": "list" if "by_list" in st else "argmax",
-               "argmax_mix": st.get("argmax_mix", {}),
-               "artifacts": selection_artifacts([candidates[k] for k in chosen_idx], scores[chosen_idx], p.registers)}
     return Curation(selection, rows, clf, provenance, metrics)
-
-
-def selection_artifacts(chosen: Sequence[dict], scores: np.ndarray, registers: Sequence[str]) -> dict:
-    """The artifact-token diagnosis of the budget's documents (curation.artifacts), per register by the
-    classifier's argmax (what every arm has), and by the generator's register where the pool records it
-    (the attribution ingest's pool figures use, so the two compare)."""
-    argmax = [registers[int(k)] for k in scores.argmax(axis=1)] if len(chosen) else []
-    out = {**artifact_shares(zip(argmax, (d["text"] for d in chosen))), "register_by": "classifier_argmax"}
-    source = [source_register(d) for d in chosen]
-    if "unlabelled" not in source:
-        out["by_source_register"] = artifact_shares(zip(source, (d["text"] for d in chosen)))["by_register"]
-    return out

@@ -25,16 +25,19 @@ import pyarrow.compute as pc
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_rng
+from decision_pipeline.common.io import read_table
 from decision_pipeline.common.log import bars_enabled
-from decision_pipeline.common.raycluster import check_capacity, connect
+from decision_pipeline.common.raypool import attach, task_errors
 from decision_pipeline.curation import ray_kernels as rk
 from decision_pipeline.curation import ray_report
 from decision_pipeline.curation.classifier import train_classifier
 from decision_pipeline.curation.decontaminate import held_out_questions
 from decision_pipeline.curation.filters import build_filters
-from decision_pipeline.curation.minhash import check_lsh_params
-from decision_pipeline.curation.selection import (calibrate_chars_per_token, check_params, estimate_from_lengths,
-                                                  random_selection, select)
+from decision_pipeline.curation.minhash import check_lsh_params, union_roots
+from decision_pipeline.curation.outcome import settle
+from decision_pipeline.curation.pipeline import Curation
+from decision_pipeline.curation.selection import calibrate_chars_per_token, check_params, estimate_from_lengths
+from decision_pipeline.questions.schema import load_items
 
 RETRIES = 3  # the grouping tasks: a killed Ray worker's task is run again (its output depends on its input only)
 
@@ -75,6 +78,11 @@ def _map(ray: Any, items: list[dict], fn: Any, kwargs: dict, workers: int) -> An
                           compute=ray.data.TaskPoolStrategy(size=workers), num_cpus=1).materialize()
 
 
+def _needing(work: list[dict], mask: np.ndarray) -> list[dict]:
+    """Work units carrying which of their documents a kernel must read (`mask` over pool positions, packed)."""
+    return [{**u, "need": np.packbits(mask[u["pos"]:u["pos"] + u["hi"] - u["lo"]]).tobytes().hex()} for u in work]
+
+
 def _blocks(ray: Any, ds: Any, columns: list[str]) -> pa.Table:
     """The given columns of every block, in pool order, without copying them: each block is one
     contiguous slice of positions, so the blocks are ordered by their first position (a `take` in
@@ -110,20 +118,6 @@ def _check_unique(ids: pa.ChunkedArray, reader: rk.RowReader) -> None:
                                 "ids must be unique across the pool's shards: rename or remove one")
 
 
-def _unwrap(exc: BaseException) -> BaseException:
-    """A PipelineError raised inside a Ray task, or the Ray error itself."""
-    seen = exc
-    while seen is not None:
-        if isinstance(seen, PipelineError):
-            return PipelineError(str(seen))
-        cause = getattr(seen, "cause", None) or seen.__cause__
-        seen = cause if cause is not seen else None
-    text = str(exc)
-    if "PipelineError: " in text:
-        return PipelineError(text.rsplit("PipelineError: ", 1)[1].strip().splitlines()[0])
-    return exc
-
-
 def _groups(ray: Any, ds: Any, bands: int, rows: int, parts: int) -> tuple[list, list]:
     """Exact-copy and LSH-band groups across the cluster (hash-partitioned map/reduce on Ray tasks)."""
     part = ray.remote(rk.partition).options(num_returns=parts, max_retries=RETRIES, num_cpus=1)
@@ -156,35 +150,19 @@ def resolve_dedup(n: int, filt_pos: np.ndarray, priority: np.ndarray, exact_grou
         keep = idx[np.argmin(visit[idx])]
         exact[idx[idx != keep]] = True
     removed |= exact
-    parent: dict[int, int] = {}
-
-    def find(i: int) -> int:
-        parent.setdefault(i, i)
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for g in band_groups:  # nodes are visit ranks: a cluster's root is its first-visited member
-        ranks = [int(visit[i]) for i in local[g] if not exact[i]]
-        if len(ranks) < 2:
-            continue
-        root = find(ranks[0])
-        for r in ranks[1:]:
-            rr = find(r)
-            if rr != root:
-                lo, hi = min(root, rr), max(root, rr)
-                parent[hi] = lo
-                root = lo
-    for r in list(parent):
-        if find(r) != r:
+    # nodes are visit ranks: a cluster's root (its smallest rank) is its first-visited member
+    ranks = ([int(visit[i]) for i in local[g] if not exact[i]] for g in band_groups)
+    for r, root in union_roots(ranks).items():
+        if root != r:
             removed[order[r]] = True
     return Dedup(filt_pos[~removed], filt_pos[removed], filt_pos[exact], float(removed.sum() / m) if m else 0.0)
 
 
-def curate_on_ray(name: str, pool: str, dev: list[dict], items: Sequence[dict], tokenizer_path: str, p: Any,
-                  seed: int, provenance: dict) -> Any:
-    """`pipeline.curate` for a pool of Parquet shards on a Ray cluster; returns the same Curation."""
+def curate_on_ray(name: str, pool: str, dev_path: str, items_path: str, tokenizer_path: str, p: Any,
+                  seed: int, provenance: dict) -> Curation:
+    """`pipeline.curate_files` for a pool of Parquet shards on a Ray cluster (`curate.engine: ray`): the
+    same arguments, the same Curation."""
+    dev, items = read_table(dev_path), load_items(items_path)
     from decision_pipeline.lm.bpe import load_tokenizer  # noqa: PLC0415
 
     rp = p.ray
@@ -195,11 +173,10 @@ def curate_on_ray(name: str, pool: str, dev: list[dict], items: Sequence[dict], 
     reader = rk.RowReader(shards)
     n = sum(sum(s.row_groups) for s in shards)
     tok = load_tokenizer(tokenizer_path)
-    ray = connect(rp.address, "curate.ray.address")
-    check_capacity(ray, rp.workers, 1, "curate.ray.workers", rp.address)
+    ray, _ = attach(rp.address, "curate.ray.address", rp.workers, "curate.ray.workers", 1)  # tasks of 1 CPU
     held_out = held_out_questions(items)
     work = rk.units(shards, rp.batch_docs)
-    try:
+    with task_errors():  # a task's PipelineError comes back wrapped by Ray: raised as itself
         screened = _map(ray, work, rk.screen, {"held_out": held_out, "filters": p.filters,
                                                "num_perm": p.minhash.num_perm, "ngram": p.minhash.ngram,
                                                "seed": seed}, rp.workers)
@@ -214,10 +191,9 @@ def curate_on_ray(name: str, pool: str, dev: list[dict], items: Sequence[dict], 
         filt = ~contam & pc.equal(table.column("failed"), "").to_numpy(zero_copy_only=False)
         clf = train_classifier(dev, _Background(reader, clean_pos), p.registers, p.classifier, seed=seed)
         need = ~contam if name == "random" else filt
-        jobs = [{**u, "need": np.packbits(need[u["pos"]:u["pos"] + u["hi"] - u["lo"]]).tobytes().hex()}
-                for u in work]
-        measured = _map(ray, jobs, rk.measure, {"model": clf, "tokenizer": tokenizer_path}, rp.workers)
-        del jobs, contam
+        measured = _map(ray, _needing(work, need), rk.measure, {"model": clf, "tokenizer": tokenizer_path},
+                        rp.workers)
+        del contam
         need_pos = np.flatnonzero(need)  # scores and token counts exist for these documents only
         scores = np.full((len(need_pos), len(p.registers)), np.nan)
         tokens = np.zeros(len(need_pos), np.int64)
@@ -235,11 +211,6 @@ def curate_on_ray(name: str, pool: str, dev: list[dict], items: Sequence[dict], 
             del b
         exact_g, band_g = _groups(ray, screened, p.minhash.bands, p.minhash.rows, max(1, rp.workers))
         del screened, measured  # their blocks leave the object store
-    except Exception as exc:  # noqa: BLE001 - a task's PipelineError comes back wrapped by Ray
-        err = _unwrap(exc)
-        if err is exc:
-            raise
-        raise err from None
     filt_pos = np.flatnonzero(filt)
     del filt, need
     priority = scores[np.searchsorted(need_pos, filt_pos)].max(axis=1) if len(filt_pos) else np.empty(0)
@@ -252,26 +223,22 @@ def curate_on_ray(name: str, pool: str, dev: list[dict], items: Sequence[dict], 
     cand_scores, exact_tokens = scores[at], tokens[at]  # what the rule and the report read, per candidate
     del scores, tokens, need_pos, at  # the driver's peak is the selection: nothing per pool document beyond it
     cand_ids = table.column("id").take(pa.array(cand))  # Arrow, not a Python string per document
-    est = estimate_from_lengths(table.column("n_chars").take(pa.array(cand)).to_numpy(), chars_per_token)
-    depth = exact_tokens if p.depth_count == "exact" else est
-    if name == "curated":
-        selection = select(cand_ids, cand_scores, depth, p.budget_tokens, p.registers, p.mode, p.overfill,
-                           p.reserve, weights=p.weights, exact_tokens=exact_tokens)
-    else:
-        selection = random_selection(cand_ids, exact_tokens, p.budget_tokens, make_rng(seed, "random_selection"),
-                                     p.reserve, scores=cand_scores, registers=p.registers)
-    chosen = np.zeros(n, bool)
-    chosen[cand[selection.index[:selection.n_budget_docs]]] = True
-    del cand_ids
-    try:
-        docs = _map(ray, [{**u, "need": np.packbits(chosen[u["pos"]:u["pos"] + u["hi"] - u["lo"]]).tobytes().hex()}
-                          for u in work], rk.fetch, {}, rp.workers)
-        chosen_docs = {int(q): json.loads(d) for ref in docs.to_arrow_refs()
-                       for q, d in zip(*ray.get(ref).to_pydict().values())}
-    except Exception as exc:  # noqa: BLE001
-        err = _unwrap(exc)
-        if err is exc:
-            raise
-        raise err from None
-    return ray_report.assemble(name, p, table, n_filtered, dedup, cand, cand_scores, est, selection, clf, held_out,
-                               chars_per_token, provenance, chosen_docs)
+    cand_chars = table.column("n_chars").take(pa.array(cand)).to_numpy()
+    est = estimate_from_lengths(cand_chars, chars_per_token)
+
+    counts = ray_report.screening(list(p.filters), table, len(held_out), n_filtered, dedup)
+
+    def budget_docs(index: np.ndarray) -> list[dict]:
+        """The budget's documents whole (candidates `index`), fetched from the shards by the cluster."""
+        chosen = np.zeros(n, bool)
+        chosen[cand[index]] = True
+        with task_errors():
+            docs = _map(ray, _needing(work, chosen), rk.fetch, {}, rp.workers)
+            by_pos = {int(q): json.loads(d) for ref in docs.to_arrow_refs()
+                      for q, d in zip(*ray.get(ref).to_pydict().values())}
+        return [by_pos[int(cand[k])] for k in index]
+
+    selection, provenance, metrics = settle(name, p, seed, cand_ids, cand_scores, est, exact_tokens, cand_chars,
+                                            chars_per_token, counts, clf, provenance, budget_docs)
+    return Curation(selection, ray_report.scores_groups(p.registers, table, dedup, cand, cand_scores), clf, provenance,
+                    metrics)

@@ -1,8 +1,9 @@
-"""What `curate.engine: ray` writes, built from the compact per-document table.
+"""What `curate.engine: ray` counts and writes from the compact per-document table.
 
-Why its own module: `pipeline.curate` assembles its rows, provenance and metrics from lists of
-documents; the Ray engine has arrays of pool positions instead, so it rebuilds the same
-structures here, key for key (the tests compare the files of both engines byte for byte).
+Why its own module: `pipeline.curate` builds its score rows and its screening counts from lists of
+documents; the Ray engine has arrays of pool positions instead, so it builds the same rows and
+counts here, key for key (the tests compare the files of both engines byte for byte). The
+selection, provenance and metrics come from the one rule both engines call (outcome.settle).
 """
 from __future__ import annotations
 
@@ -14,15 +15,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from decision_pipeline.curation.classifier import RegisterModel
-from decision_pipeline.curation.decontaminate import HeldOutQuestion
-from decision_pipeline.curation.pipeline import (SCORES_ROW_GROUP, SCORES_SCHEMA, Curation, classifier_metrics,
-                                                code_fingerprint, config_hash, selection_artifacts)
-from decision_pipeline.curation.selection import Selection
+from decision_pipeline.curation.outcome import Screening
+from decision_pipeline.curation.pipeline import SCORES_ROW_GROUP, SCORES_SCHEMA
 
 
-def _scores_groups(registers: Sequence[str], table: pa.Table, dedup: Any, cand: np.ndarray,
-                   cand_scores: np.ndarray) -> Iterator[pa.Table]:
+def scores_groups(registers: Sequence[str], table: pa.Table, dedup: Any, cand: np.ndarray,
+                  cand_scores: np.ndarray) -> Iterator[pa.Table]:
     """SCORES_SCHEMA rows (`pipeline.curate`'s, key for key) one row group at a time: Python strings
     exist for one group's documents only."""
     n = len(table)
@@ -44,9 +42,10 @@ def _scores_groups(registers: Sequence[str], table: pa.Table, dedup: Any, cand: 
                         pa.array(blobs, pa.string())], schema=SCORES_SCHEMA)
 
 
-def _drops(names: list[str], table: pa.Table) -> tuple[dict, dict, int, set]:
-    """Filter drop counts (first failed filter, and every failed filter) of clean documents, and the
-    contaminated documents with the held-out questions found in them; counted over distinct values."""
+def screening(names: list[str], table: pa.Table, n_held_out: int, n_filtered: int, dedup: Any) -> Screening:
+    """What came before the selection, from the compact table: filter drop counts (first failed filter,
+    and every failed filter) of clean documents, the contaminated documents with the held-out questions
+    found in them (counted over distinct values), and what dedup removed."""
     counts, counts_all = dict.fromkeys(names, 0), dict.fromkeys(names, 0)
     contam = table.column("contam")
     dirty = pc.not_equal(contam, "")
@@ -61,47 +60,5 @@ def _drops(names: list[str], table: pa.Table) -> tuple[dict, dict, int, set]:
     found: set = set()
     for c in pc.filter(contam, dirty).to_pylist():
         found.update(json.loads(c))
-    return counts, counts_all, int(pc.sum(dirty).as_py() or 0), found
-
-
-def assemble(name: str, p: Any, table: pa.Table, n_filtered: int, dedup: Any, cand: np.ndarray,
-             cand_scores: np.ndarray, est: np.ndarray, selection: Selection, clf: RegisterModel,
-             held_out: Sequence[HeldOutQuestion], chars_per_token: float, provenance: dict,
-             chosen_docs: dict[int, dict]) -> Curation:
-    """The Curation `pipeline.curate` returns for the same pool, from positions instead of documents
-    (`table`: id, n_chars, contam, failed per pool document in pool order; `chosen_docs`: the budget's
-    documents whole, by pool position, for the artifact diagnosis)."""
-    counts, counts_all, removed_docs, found = _drops(list(p.filters), table)
-    chosen_idx = selection.index[:selection.n_budget_docs]
-    sel_chars = int(pc.sum(table.column("n_chars").take(pa.array(cand[chosen_idx]))).as_py() or 0) \
-        if len(chosen_idx) else 0
-    provenance = {**provenance, "selection": name, "chars_per_token": round(chars_per_token, 4),
-                  "budget_tokens": p.budget_tokens, "config_hash": config_hash(p),
-                  "code_fingerprint": code_fingerprint()}
-    st = selection.stats
-    n_removed = len(dedup.removed)
-    metrics = {"pool_docs": len(table),
-               "decontamination": {"held_out_questions": len(held_out), "removed_docs": removed_docs,
-                                   "questions_found": len(found)},
-               "after_filters": n_filtered, "drops": counts, "drops_all": counts_all,
-               "dedup": {"removed": n_removed, "exact": len(dedup.exact), "near": n_removed - len(dedup.exact),
-                         "rate": round(dedup.rate, 6), "kept_twin": "best_scored"},
-               "classifier": classifier_metrics(clf.report),
-               "chars_per_token": round(chars_per_token, 4), "selected_docs": selection.n_budget_docs,
-               "selected_tokens": int(st["n_tokens"]),
-               "selected_tokens_est": int(est[chosen_idx].sum()),
-               "selected_chars_per_token": round(sel_chars / max(int(st["n_tokens"]), 1), 4),
-               "reserve_tail_docs": st["tail_docs"], "reserve_tail_tokens": st["tail_tokens"],
-               "reserve_tokens": st.get("reserve_tokens", st["tail_tokens"]),
-               "reserve_tail_short": st.get("reserve_short", st.get("tail_short")),
-               "fallback_docs": st["fallback_docs"], "fallback_tokens": st.get("fallback_tokens", 0),
-               "fallback_share": st.get("fallback_share", 0.0),
-               "rule": {**{k: st.get(k) for k in ("mode", "overfill", "reserve", "weights")},
-                        "depth_count": p.depth_count if name == "curated" else None},
-               "register_mix": st.get("by_list") or st.get("argmax_mix", {}),
-               "register_mix_by": "list" if "by_list" in st else "argmax",
-               "argmax_mix": st.get("argmax_mix", {}),
-               "artifacts": selection_artifacts([chosen_docs[int(cand[k])] for k in chosen_idx],
-                                                cand_scores[chosen_idx], p.registers)}
-    return Curation(selection, _scores_groups(p.registers, table, dedup, cand, cand_scores), clf, provenance,
-                    metrics)
+    return Screening(len(table), n_held_out, int(pc.sum(dirty).as_py() or 0), len(found), n_filtered, counts,
+                     counts_all, len(dedup.removed), len(dedup.exact), dedup.rate)

@@ -9,7 +9,7 @@ dequantises it with `gguf` installed. Three quirks are handled here, once:
 - the converted tokenizer says eos = `<|im_start|>` and has no pad: both become `<|im_end|>`,
   the token that ends a ChatML turn (generation must stop there).
 
-    python -m decision_pipeline.lm.gguf_import --out models/smollm2-135m   # then base_model.path
+    python -m decision_pipeline gguf-import --out models/smollm2-135m   # then base_model.path
 """
 from __future__ import annotations
 
@@ -68,6 +68,3 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     print(import_gguf(Path(args.gguf) if args.gguf else smollm2_gguf(), Path(args.out)))
 
-
-if __name__ == "__main__":
-    main()

@@ -84,7 +84,7 @@ class PretrainParams:
                       "order (fixed init; document and window order) or init (fixed order); every seed, 0 included, "
                       "trains on a seeded shuffle of its selection, the same policy in every arm, so arms pair by seed")
     init_offset: int = rule(min=0, doc="added to every seed's init seed: a noise study varies the "
-                            "initialisation alone with it (reporting/noise_study.py, source pretrain_init)")
+                            "initialisation alone with it (reporting/review/noise_study.py, source pretrain_init)")
     order_offset: int = rule(min=0, doc="added to every seed's order seed: a noise study varies the "
                              "document and window order alone with it (source pretrain_order)")
 

@@ -7,7 +7,7 @@ prompt as text or token ids (or a list of those) and returns text plus
 `token_ids` (vLLM's extension); `GET /v1/models` lists the one model. Model
 calls are serialised by a lock (one generate at a time); requests may queue.
 
-    python -m decision_pipeline.lm.serve --model models/tiny --host 127.0.0.1 --port 8000
+    python -m decision_pipeline serve --model models/tiny --host 127.0.0.1 --port 8000
 """
 from __future__ import annotations
 
@@ -203,6 +203,3 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         stop_server(server, thread)
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -105,7 +105,7 @@ def run(tiny: bool, modes: list[str], batches: list[int], prompt: int, steps: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m decision_pipeline.preflight.decode_bench",
+    ap = argparse.ArgumentParser(prog="python -m decision_pipeline decode-bench",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--tiny", action="store_true", help="CPU, tiny config (CI)")
     ap.add_argument("--modes", default=",".join(MODES_BY_VALUE))
@@ -131,6 +131,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,12 +3,12 @@
 Why: a new GPU machine should say in about a minute whether the pipeline runs there and whether the
 memory plan holds, before hours of work. Phases, each a child process with its own time limit (a
 hung phase cannot take the others with it) that writes its rows as soon as they are measured:
-- stages: decision_pipeline.preflight.stage_chain (SmolLM2-135M's shapes, the whole stage chain);
-- smoke:  decision_pipeline.preflight.smoke (Qwen3-4B's shapes, readout and the real SFT/GRPO
+- stages: `python -m decision_pipeline stage-chain` (SmolLM2-135M's shapes, the whole stage chain);
+- smoke:  `python -m decision_pipeline smoke` (Qwen3-4B's shapes, readout and the real SFT/GRPO
   trainers' steps beside the plan);
-- decode (`--measure`): decision_pipeline.preflight.decode_bench (hf decode ms per step per mode).
-`--measure` is the one-shot device measurement (scripts/gpu_measure.sh): the H200 table's shapes, decode
-speeds, most valuable first (smoke, decode, stages). `--tiny` is the CPU variant CI runs. The table
+- decode (`--measure`): `python -m decision_pipeline decode-bench` (hf decode ms per step per mode).
+`--measure` is the one-shot device measurement (scripts/gpu_measure.sh): the measured table's held-out rows
+(configurations the plan was not fitted on), decode speeds, most valuable first (smoke, decode, stages). `--tiny` is the CPU variant CI runs. The table
 (stage, device, seconds, peak GiB, plan GiB) and every phase's JSON go to `--out`; nothing is written
 under data/ or models/.
 """
@@ -27,23 +27,23 @@ from decision_pipeline.preflight.model_dirs import QWEN3_4B, SMOLLM2_135M, read_
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = {"stages": 240, "smoke": 300, "decode": 300}            # make gpu-check
-MEASURE_TIMEOUT_S = {"smoke": 160, "decode": 140, "stages": 80}     # scripts/gpu_measure.sh: ~6 minutes in all
+MEASURE_TIMEOUT_S = {"smoke": 240, "decode": 120, "stages": 80}     # scripts/gpu_measure.sh: ~7 minutes in all
 
 
 def phase_command(phase: str, out: Path, tiny: bool, measure: bool, stage_config: Path, smoke_config: Path,
                   timeout_s: int) -> list[str]:
     """The child process of one phase."""
-    py = [sys.executable, "-m"]
+    py = [sys.executable, "-m", "decision_pipeline"]
     flag = ["--tiny"] if tiny else []
     if phase == "stages":
-        return [*py, "decision_pipeline.preflight.stage_chain", *flag, "--model-config", str(stage_config),
+        return [*py, "stage-chain", *flag, "--model-config", str(stage_config),
                 "--json", str(out / "stages.json")]
     if phase == "smoke":
-        return [*py, "decision_pipeline.preflight.smoke", *flag, "--model-config", str(smoke_config),
-                "--shapes", "issue" if measure and not tiny else "profile", "--json", str(out / "smoke.json")]
+        return [*py, "smoke", *flag, "--model-config", str(smoke_config),
+                "--shapes", "heldout" if measure and not tiny else "profile", "--json", str(out / "smoke.json")]
     if phase == "decode":
         extra = ["--batches", "1,4", "--prompt", "64", "--steps", "8"] if tiny else []
-        return [*py, "decision_pipeline.preflight.decode_bench", *flag, *extra, "--deadline-s", str(timeout_s - 20),
+        return [*py, "decode-bench", *flag, *extra, "--deadline-s", str(timeout_s - 20),
                 "--json", str(out / "decode.json")]
     raise PipelineError(f"gpu-check: phase {phase!r} is unknown; use stages, smoke, decode")
 
@@ -113,10 +113,10 @@ def run_phases(phases: list[str], out: Path, tiny: bool, measure: bool, stage_co
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m decision_pipeline.preflight.gpu_check",
+    ap = argparse.ArgumentParser(prog="python -m decision_pipeline gpu-check",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--tiny", action="store_true", help="the CPU variant at tiny shapes (CI)")
-    ap.add_argument("--measure", action="store_true", help="the device measurement: H200 table shapes + decode speeds")
+    ap.add_argument("--measure", action="store_true", help="the device measurement: the held-out rows + decode speeds")
     ap.add_argument("--phases", default=None, help="comma list of stages, smoke, decode (default: stages,smoke; "
                                                    "with --measure smoke,decode,stages)")
     ap.add_argument("--out", type=Path, default=None, help="folder for the table and the phases' JSON "
@@ -152,6 +152,3 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

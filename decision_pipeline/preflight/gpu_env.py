@@ -32,7 +32,8 @@ def problems() -> list[str]:
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """No options: `argv` is accepted (and ignored) as every verb of `python -m decision_pipeline` passes one."""
     errs = problems()
     for line in errs:
         print(line, file=sys.stderr)
@@ -42,6 +43,3 @@ def main() -> int:
     print(f"gpu-install: ok: torch {torch.__version__} on {torch.cuda.get_device_name(0)}, vllm {VLLM_VERSION}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

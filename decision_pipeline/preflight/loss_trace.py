@@ -16,7 +16,7 @@ Triton `selective_log_softmax`, has its measured constant in plan.py.
 from __future__ import annotations
 
 import weakref
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Callable
 
 import torch
@@ -64,16 +64,21 @@ def hf_loss(hidden: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> to
     return ForCausalLMLoss(_lm_head(hidden, weight), ids, weight.shape[0])
 
 
-def joint_loss(hidden: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """The SFT stage's loss (`JointSFTTrainer.compute_loss` -> `joint_losses`): chain NLL with loss weights
-    plus the soft-target readout at one position."""
-    from decision_pipeline.decision.sft_data import MAX_LABELS, joint_losses
-    n = ids.shape[1]
+def joint_batch(ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """A joint batch over `ids` [rows, n]: every position weighted, one readout row each at n // 4."""
+    from decision_pipeline.decision.sft.data import MAX_LABELS
+    rows, n = ids.shape
     pad = MAX_LABELS - 4
-    batch = {"input_ids": ids, "loss_weights": torch.ones(1, n), "readout_pos": torch.tensor([n // 4]),
-             "readout_label_ids": torch.tensor([[1, 2, 3, 4] + [-1] * pad]),
-             "readout_target": torch.tensor([[0.7, 0.1, 0.1, 0.1] + [0.0] * pad])}
-    chain, readout = joint_losses(_lm_head(hidden, weight), batch)
+    return {"input_ids": ids, "loss_weights": torch.ones(rows, n), "readout_pos": torch.full((rows,), n // 4),
+            "readout_label_ids": torch.tensor([[1, 2, 3, 4] + [-1] * pad] * rows),
+            "readout_target": torch.tensor([[0.7, 0.1, 0.1, 0.1] + [0.0] * pad] * rows)}
+
+
+def joint_loss(hidden: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor, chunk: int = 0) -> torch.Tensor:
+    """The SFT stage's loss (`JointSFTTrainer.compute_loss` -> `sft/loss.py` `chunked_sums`): chain NLL with
+    loss weights plus the soft-target readout, the LM head applied `chunk` positions at a time (0: one chunk)."""
+    from decision_pipeline.decision.sft.loss import chunked_sums, mean_losses
+    chain, readout = mean_losses(chunked_sums(hidden, lambda h: _lm_head(h, weight), joint_batch(ids), chunk))
     return chain + 2.0 * readout
 
 
@@ -100,11 +105,11 @@ LOSS_HEADS: dict[str, Callable] = {"hf_loss": hf_loss, "joint": joint_loss, "fp3
                                    "selective_log_softmax_torch": selective_log_softmax_torch}
 
 
-def _peak(loss: Callable, tokens: int) -> int:
+def _peak(loss: Callable, tokens: int, hidden_size: int = TRACE_HIDDEN, rows: int = 1) -> int:
     g = torch.Generator().manual_seed(0)
-    hidden = torch.randn(1, tokens + 1, TRACE_HIDDEN, generator=g).to(torch.bfloat16).requires_grad_()
-    weight = torch.randn(TRACE_VOCAB, TRACE_HIDDEN, generator=g).to(torch.bfloat16)
-    ids = torch.randint(0, TRACE_VOCAB, (1, tokens + 1), generator=g)
+    hidden = torch.randn(rows, tokens + 1, hidden_size, generator=g).to(torch.bfloat16).requires_grad_()
+    weight = torch.randn(TRACE_VOCAB, hidden_size, generator=g).to(torch.bfloat16)
+    ids = torch.randint(0, TRACE_VOCAB, (rows, tokens + 1), generator=g)
     tracker = PeakTracker()
     with tracker:
         out = loss(hidden, weight, ids)
@@ -119,3 +124,24 @@ def bytes_per_logit(name: str) -> float:
     loss = LOSS_HEADS[name]
     small, large = _peak(loss, 256), _peak(loss, 512)
     return (large - small) / (256 * TRACE_VOCAB)
+
+
+def chunked_peak(tokens: int, chunk: int, hidden_size: int = TRACE_HIDDEN, rows: int = 1) -> int:
+    """Traced peak bytes of the joint loss over `rows` x `tokens` positions, `chunk` positions at a time."""
+    return _peak(partial(joint_loss, chunk=chunk), tokens, hidden_size, rows)
+
+
+@lru_cache(maxsize=None)
+def chunked_constants() -> tuple[float, float, float]:
+    """(bytes per logit of one chunk, bytes per token, bytes per token and hidden unit) of the chunked joint loss
+    (more than one chunk: each under checkpoint). Its peak is one chunk's logits during that chunk's backward
+    plus what grows with the tokens: the hidden state (the LM head's input), its gradient gathered from every
+    chunk, and the per-position targets and weights. Slopes between five small shapes (tokens 512/1024, chunk
+    32/64, hidden 8/32); a difference of differences, so that sizes that grow with the hidden size alone (the
+    trace counts views of the LM-head weight, made before it started, as new storages) cancel."""
+    narrow = chunked_peak(1024, 32)
+    per_logit = (chunked_peak(1024, 64) - narrow) / (32 * TRACE_VOCAB)
+    per_token = (narrow - chunked_peak(512, 32)) / 512
+    wide_per_token = (chunked_peak(1024, 32, 32) - chunked_peak(512, 32, 32)) / 512
+    per_token_hidden = (wide_per_token - per_token) / (32 - TRACE_HIDDEN)
+    return per_logit, per_token - TRACE_HIDDEN * per_token_hidden, per_token_hidden

@@ -54,7 +54,7 @@ def read_config(path: str | Path, changes: dict | None = None) -> dict:
 def build_tokenizer(seed: int = 0, vocab_size: int = 800):
     """The pipeline's BPE (Qwen2 splitting, ChatML, think tokens, single-token labels) on question chats
     and reasoning texts, as tests/conftest.py builds it (about a second)."""
-    from decision_pipeline.decision.item_splits import build_questions
+    from decision_pipeline.questions.splits import build_questions
     from decision_pipeline.lm.bpe import question_chats, train_bpe, wrap_fast
     from decision_pipeline.questions.families import reasoning_text
     from decision_pipeline.questions.schema import LABELS

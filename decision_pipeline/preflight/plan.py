@@ -11,7 +11,8 @@ tests/preflight/test_plan_fixture.py). What is exact and what is measured:
 - activations: with gradient checkpointing each layer's bf16 input (2 x hidden bytes per token);
   without it the per-layer saved tensors counted by fake tensors (NOTES "A memory plan without a GPU");
 - the loss head: bytes per kept logit of the exact loss code (loss_trace.py measures them on CPU;
-  TRL's Triton `selective_log_softmax` is the one measured constant), or TRL's fused LM head, whose
+  TRL's Triton `selective_log_softmax` is the one measured constant); for the SFT stage's chunked joint
+  loss, one chunk's logits plus per-token terms (traced the same way); or TRL's fused LM head, whose
   chunks never build the logits (a formula of its tiles from TRL's source);
 - the CUDA context and allocator slack are not in `max_memory_allocated`: CUDA_OVERHEAD_GIB is added
   for the card budget only (`peak_gib`), not for the comparison with the measured table
@@ -161,9 +162,15 @@ class StagePlan:
         return max(tunable, key=tunable.get)
 
 
-def loss_head_bytes(loss: str, m: ModelShape, kept: int, triton: bool) -> float:
-    """Peak bytes of a training loss head over `kept` scored positions (forward + backward)."""
-    from decision_pipeline.preflight.loss_trace import bytes_per_logit
+def loss_head_bytes(loss: str, m: ModelShape, kept: int, triton: bool, chunk_tokens: int = 0) -> float:
+    """Peak bytes of a training loss head over `kept` scored positions (forward + backward). `chunk_tokens`: the
+    positions whose logits the joint loss builds at once (rows x sft.loss_chunk_tokens; 0 = all `kept`)."""
+    from decision_pipeline.preflight.loss_trace import bytes_per_logit, chunked_constants
+    if loss == "joint" and 0 < chunk_tokens < kept:
+        # one chunk's logits during its backward (the others are recomputed when needed), plus the hidden state,
+        # its gradient and the per-position targets of every token (sft/loss.py `chunked_sums`)
+        per_logit, per_token, per_token_hidden = chunked_constants()
+        return chunk_tokens * m.vocab * per_logit + kept * (per_token + per_token_hidden * m.hidden)
     if loss == "trl_fused_lm_head":
         # compact (Triton) scores only the kept positions: their bf16 hidden copy, fp32 hidden grad,
         # fp32 log-prob and entropy; one bf16 tile per pass, plus the torch path's fp32 tile temporaries
@@ -178,7 +185,7 @@ def loss_head_bytes(loss: str, m: ModelShape, kept: int, triton: bool) -> float:
 
 
 def training_peak(stage: str, m: ModelShape, tokens: int, kept: int, lora_r: int, targets: list[str], ckpt: bool,
-                  loss: str, triton: bool = True, accumulation: int = 1) -> StagePlan:
+                  loss: str, triton: bool = True, accumulation: int = 1, chunk_tokens: int = 0) -> StagePlan:
     """A LoRA training step's peak: weights, adapters + AdamW, activations, and the larger of the loss head and
     (with checkpointing) one recomputed layer's tensors, which are live at different moments of backward."""
     plan = StagePlan(stage)
@@ -186,7 +193,7 @@ def training_peak(stage: str, m: ModelShape, tokens: int, kept: int, lora_r: int
     lora_bytes = LORA_BYTES_PER_PARAM if accumulation > 1 else LORA_PEAK_BYTES_PER_PARAM
     plan.terms["lora + adamw"] = lora_param_count(m, lora_r, targets) * lora_bytes
     per_layer = act_bytes_per_token_layer(m)
-    head = loss_head_bytes(loss, m, kept, triton)
+    head = loss_head_bytes(loss, m, kept, triton, chunk_tokens)
     if ckpt:   # layer inputs kept, one layer recomputed at a time (after the loss head's memory is gone)
         plan.terms["activations"] = tokens * m.layers * m.hidden * BF16
         recompute = tokens * per_layer
@@ -196,6 +203,8 @@ def training_peak(stage: str, m: ModelShape, tokens: int, kept: int, lora_r: int
         plan.terms["loss head"] = head
     plan.note = f"{tokens} tokens per forward, {kept} scored, loss {loss}" + (" (triton)" if triton and
                                                                                loss != "joint" else "")
+    if loss == "joint":
+        plan.note += f" in chunks of {chunk_tokens} logits" if 0 < chunk_tokens < kept else " (one chunk)"
     return plan
 
 
@@ -212,10 +221,12 @@ def readout_peak(m: ModelShape, prefix_tokens: int, n: int, batch_tokens: int, s
 
 
 def sft_peak(m: ModelShape, rows: int, length: int, lora_r: int, targets: list[str], ckpt: bool,
-             loss: str = "joint", accumulation: int = 1) -> StagePlan:
-    """SFT: `rows` examples padded to `length`, every position scored (the joint loss weighs them)."""
+             loss: str = "joint", accumulation: int = 1, chunk: int = 0) -> StagePlan:
+    """SFT: `rows` examples padded to `length`, every position scored (the joint loss weighs them); the joint
+    loss builds `chunk` positions of each row at a time (sft.loss_chunk_tokens; 0 = the whole row)."""
+    chunk_tokens = rows * min(chunk, length) if chunk > 0 else 0
     return training_peak("sft", m, rows * length, rows * length, lora_r, targets, ckpt, loss,
-                         accumulation=accumulation)
+                         accumulation=accumulation, chunk_tokens=chunk_tokens)
 
 
 def grpo_peak(m: ModelShape, micro: int, prompt: int, completion: int, lora_r: int, targets: list[str], ckpt: bool,
@@ -295,12 +306,18 @@ def plan_sft(params: dict, m: ModelShape, gpu_gib: float, triton: bool = True) -
     else:
         rows, length, length_key = micro, max_len, "sft.max_length"
     ckpt = bool(s.get("gradient_checkpointing", False))
-    plan = sft_peak(m, rows, length, int(s["lora_r"]), list(s["lora_targets"]), ckpt, "joint", accumulation)
+    chunk = _get(params, "sft.loss_chunk_tokens", max_len)   # absent: the whole row, the old loss
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1 <= chunk <= max_len:
+        raise PipelineError(f"sft.loss_chunk_tokens: {chunk!r} is not a whole number between 1 and sft.max_length "
+                            f"({max_len}); set the positions per loss chunk (max_length = one chunk)")
+    plan = sft_peak(m, rows, length, int(s["lora_r"]), list(s["lora_targets"]), ckpt, "joint", accumulation, chunk)
+    # the loss head holds rows x chunk positions' logits: the chunk shrinks it at any micro-batch
     plan.knobs = {"activations": "sft.gradient_checkpointing" if not ckpt else "sft.micro_batch_size",
-                  "loss head": "sft.micro_batch_size", "recomputed layer": "sft.micro_batch_size"}
+                  "loss head": "sft.micro_batch_size (or sft.loss_chunk_tokens)",
+                  "recomputed layer": "sft.micro_batch_size"}
     if rows == 1:      # the single longest example dominates: the micro-batch does not help
-        plan.knobs = {"activations": length_key if ckpt else "sft.gradient_checkpointing", "loss head": length_key,
-                      "recomputed layer": length_key}
+        plan.knobs = {"activations": length_key if ckpt else "sft.gradient_checkpointing",
+                      "loss head": "sft.loss_chunk_tokens", "recomputed layer": length_key}
     plan.note += f" (micro-batch {micro})"
     return plan
 

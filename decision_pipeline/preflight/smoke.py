@@ -4,7 +4,7 @@ readout and the real trainers' steps, peak memory measured beside the memory pla
 Why the real trainers: a stand-in loss measures a stand-in. On one H200 the old smoke's hand-written
 GRPO loss (fp32 `log_softmax`) took 29-90 GiB where TRL's own log-prob path took 18-43, so the plan
 was checked against the wrong code. Here every training step is the stage's code:
-- SFT: `JointSFTTrainer` (decision/sft_data.py) built from the profile's `sft` params by the stage's
+- SFT: `JointSFTTrainer` (decision/sft/trainer.py) built from the profile's `sft` params by the stage's
   own `sft_config` and `lora_config`, `trainer.train()` on joint examples (a chain with loss weights
   and a readout row with a soft target) of the measured length; its `compute_loss` is the stage's loss;
 - GRPO: TRL's `GRPOTrainer` with the stage's `grpo_config` (the profile's loss_type, beta, epsilon,
@@ -14,8 +14,9 @@ was checked against the wrong code. Here every training step is the stage's code
   log-probs (`add_fused_lm_head`: its Triton kernel where triton imports on CUDA, else torch tiles —
   printed) and `_compute_loss` are TRL's;
 - readout: the pipeline's `label_logits` (token-packed, `logits_to_keep=1`).
-`--tiny` runs the same code on CPU with a tiny config (the CI test); `--shapes issue` measures the rows
-of the H200 table (tests/fixtures/h200_memory.json); `--json` writes every row as soon as it is measured.
+`--tiny` runs the same code on CPU with a tiny config (the CI test); `--shapes heldout` measures the
+held-out rows of the measured table (tests/fixtures/h200_memory.json: configurations the plan was not
+fitted on, read from the table itself); `--json` writes every row as soon as it is measured.
 """
 from __future__ import annotations
 
@@ -38,9 +39,6 @@ from decision_pipeline.preflight.profile import profile_params
 
 ROOT = Path(__file__).resolve().parents[2]
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")   # rollout_func: TRL calls it experimental, it is TRL's hook
-ISSUE_SHAPES = {"readout_prompt": PROMPT_TOKENS, "readout_batch_tokens": 32768, "chain_tokens": 32768,
-                "sft_lengths": [8192, 16384, 32768], "grpo_micro": [1, 2, 4], "grpo_prompt": 256,
-                "grpo_completion": 8192}
 
 
 @dataclass
@@ -126,20 +124,31 @@ def _free(trainer) -> object:
     return base
 
 
+def _rank(section: dict, lora_r: int | None) -> dict:
+    """LoRA rank `lora_r` with the section's alpha-to-rank ratio (the section's own when None)."""
+    if lora_r is None:
+        return {}
+    return {"lora_r": lora_r, "lora_alpha": max(1, round(lora_r * int(section["lora_alpha"]) / int(section["lora_r"])))}
+
+
 def run_sft(model, tok, params: dict, dev: torch.device, rows: int, length: int, steps: int,
-            accumulation: int = 1) -> tuple[Measured, object]:
+            accumulation: int = 1, lora_r: int | None = None, chunk: int | None = None) -> tuple[Measured, object]:
     """`steps` optimizer steps of the stage's JointSFTTrainer on joint examples of `length` tokens, `rows`
-    per forward (accumulation micro-batches per step)."""
+    per forward (accumulation micro-batches per step); `lora_r` and `chunk` (sft.loss_chunk_tokens) replace
+    the profile's."""
     from datasets import Dataset
 
     from decision_pipeline.common.params import from_dict
-    from decision_pipeline.decision.finetune import lora_config, quiet
+    from decision_pipeline.lm.finetune import lora_config, quiet
     from decision_pipeline.decision.prompts import label_ids
-    from decision_pipeline.decision.sft_data import MAX_LABELS, JointCollator, JointSFTTrainer
-    from decision_pipeline.decision.sft_trainer import SFTParams, sft_config
+    from decision_pipeline.decision.sft.config import SFTParams
+    from decision_pipeline.decision.sft.data import MAX_LABELS, JointCollator
+    from decision_pipeline.decision.sft.trainer import JointSFTTrainer, sft_config
 
     raw = dict(params["sft"], micro_batch_size=rows, batch_size=rows * accumulation, save_steps=0,
-               train_embeddings=False, warmup_steps=0, max_steps=steps)
+               train_embeddings=False, warmup_steps=0, max_steps=steps, **_rank(params["sft"], lora_r))
+    if chunk is not None:
+        raw["loss_chunk_tokens"] = chunk
     s = from_dict(SFTParams, raw, "sft")
     g = torch.Generator().manual_seed(2)
     prompt = min(PROMPT_TOKENS, length // 2)
@@ -155,7 +164,7 @@ def run_sft(model, tok, params: dict, dev: torch.device, rows: int, length: int,
                                   processing_class=tok, data_collator=JointCollator(tok.pad_token_id),
                                   peft_config=lora_config(s.lora_r, s.lora_alpha, s.lora_targets),
                                   readout_weight=s.readout_weight, long_chain_tokens=s.long_chain_tokens,
-                                  callbacks=[timer]))
+                                  loss_chunk_tokens=s.loss_chunk_tokens, callbacks=[timer]))
         _reset(dev)
         start = time.monotonic()
         trainer.train()
@@ -165,26 +174,29 @@ def run_sft(model, tok, params: dict, dev: torch.device, rows: int, length: int,
     measured = Measured("sft", dev.type, peak, steps * per_step, seconds,
                         step_tokens_per_s=per_step / timer.seconds[-1],
                         detail={"rows": rows, "length": length, "accumulation": accumulation, "loss": "joint",
+                                "chunk": min(s.loss_chunk_tokens, length),
                                 "step_seconds": [round(x, 3) for x in timer.seconds],
                                 "gradient_checkpointing": s.gradient_checkpointing, "lora_r": s.lora_r})
     return measured, base
 
 
 def run_grpo(model, tok, params: dict, dev: torch.device, micro: int, prompt_len: int, completion: int,
-             steps: int) -> tuple[Measured, object]:
+             steps: int, lora_r: int | None = None) -> tuple[Measured, object]:
     """`steps` optimizer steps of TRL's GRPOTrainer (the stage's config, vLLM off) on random completions of
     exactly `completion` tokens after `prompt_len`-token prompts, `micro` completions per forward."""
     from datasets import Dataset
     from trl import GRPOTrainer
 
     from decision_pipeline.common.params import from_dict
-    from decision_pipeline.decision.finetune import lora_config, quiet
-    from decision_pipeline.decision.rl_trainer import RLParams, grpo_config
+    from decision_pipeline.lm.finetune import lora_config, quiet
+    from decision_pipeline.decision.rl.config import RLParams
+    from decision_pipeline.decision.rl.trainer import grpo_config
 
     spg = 2   # optimizer steps per generation round: step 2 is a pure update (no rollout in it)
     raw = dict(params["rl"], micro_batch_size=micro, num_generations=2, prompts_per_round=micro,
                steps_per_generation=spg, max_steps=spg * max(1, -(-steps // spg)), save_steps=1000 * spg,
-               max_completion_length=completion, use_vllm=False, warmup_steps=0, rewards={"smoke": 1.0})
+               max_completion_length=completion, use_vllm=False, warmup_steps=0, rewards={"smoke": 1.0},
+               **_rank(params["rl"], lora_r))
     p = from_dict(RLParams, raw, "rl")
     g = torch.Generator().manual_seed(3)
     special = set(tok.all_special_ids) | {tok.eos_token_id, tok.pad_token_id}
@@ -227,11 +239,11 @@ def plan_for(m: Measured, shape, params: dict) -> float | None:
         plan = readout_peak(shape, d["prefix_tokens"], d["rows"], d["batch_tokens"])
     elif m.stage == "sft":
         s = params["sft"]
-        plan = sft_peak(shape, d["rows"], d["length"], int(s["lora_r"]), list(s["lora_targets"]),
-                        d["gradient_checkpointing"], loss="joint", accumulation=d["accumulation"])
+        plan = sft_peak(shape, d["rows"], d["length"], d["lora_r"], list(s["lora_targets"]),
+                        d["gradient_checkpointing"], loss="joint", accumulation=d["accumulation"], chunk=d["chunk"])
     elif m.stage == "grpo":
         r = params["rl"]
-        plan = grpo_peak(shape, d["micro"], d["prompt"], d["completion"], int(r["lora_r"]), list(r["lora_targets"]),
+        plan = grpo_peak(shape, d["micro"], d["prompt"], d["completion"], d["lora_r"], list(r["lora_targets"]),
                          d["gradient_checkpointing"], loss="trl_fused_lm_head", triton=d["logprob_path"] == "triton")
     else:
         return None
@@ -259,35 +271,46 @@ def smoke(tiny: bool, steps: int, shapes: str = "profile", profile: str = "gpu",
             json_out.write_text(json.dumps({"device": _device_name(dev), "torch": torch.__version__,
                                             "rows": [asdict(r) for r in rows]}, indent=1))
 
-    r = params["rl"]
-    if tiny:
-        plan = {"readout": (32, 256, 64), "post": (32 + 96, 256, 2), "sft": [(2, 96)], "grpo": [2], "prompt": 32,
-                "completion": 64, "accumulation": 2}
-    elif shapes == "issue":
-        i = ISSUE_SHAPES
-        plan = {"readout": (i["readout_prompt"], i["readout_batch_tokens"], 64),
-                "post": (i["readout_prompt"] + i["chain_tokens"], i["readout_batch_tokens"], 2),
-                "sft": [(1, n) for n in ISSUE_SHAPES["sft_lengths"]], "grpo": ISSUE_SHAPES["grpo_micro"],
-                "prompt": ISSUE_SHAPES["grpo_prompt"], "completion": ISSUE_SHAPES["grpo_completion"], "accumulation": 1}
-    else:
-        sft_rows, sft_len = sft_shape(params)
-        budget = int(params.get("runtime", {}).get("readout_batch_tokens", 8192))
-        plan = {"readout": (PROMPT_TOKENS, budget, 64),
-                "post": (PROMPT_TOKENS + int(params["evaluate"]["answering"]["max_new_tokens"]), budget, 2),
-                "sft": [(sft_rows, sft_len)], "grpo": [int(r.get("micro_batch_size", 0)) or 2], "prompt": PROMPT_TOKENS,
-                "completion": int(r["max_completion_length"]), "accumulation": 1}
-    if "readout" in only:
-        keep(run_readout(model, vocab, dev, plan["readout"][0], plan["readout"][1], plan["readout"][2], "readout"))
-        keep(run_readout(model, vocab, dev, plan["post"][0], plan["post"][1], plan["post"][2], "post-chain readout"))
-    if "sft" in only:
-        for n_rows, length in plan["sft"]:
-            m, model = run_sft(model, tok, params, dev, n_rows, length, steps, plan["accumulation"])
+    for kind, *args in shape_plan(params, tiny, shapes):
+        if kind not in only and not (kind == "post-chain readout" and "readout" in only):
+            continue
+        if kind in ("readout", "post-chain readout"):
+            keep(run_readout(model, vocab, dev, *args, kind))
+        elif kind == "sft":
+            m, model = run_sft(model, tok, params, dev, *args[:2], steps, *args[2:])
             keep(m)
-    if "grpo" in only:
-        for micro in plan["grpo"]:
-            m, model = run_grpo(model, tok, params, dev, micro, plan["prompt"], plan["completion"], steps)
+        else:
+            m, model = run_grpo(model, tok, params, dev, *args[:3], steps, *args[3:])
             keep(m)
     return rows
+
+
+def shape_plan(params: dict, tiny: bool, shapes: str) -> list[tuple]:
+    """The phases to measure, in order: (readout | post-chain readout, prefix, batch tokens, rows),
+    (sft, rows, length, accumulation, lora_r, chunk) and (grpo, micro, prompt, completion, lora_r)."""
+    r = params["rl"]
+    if tiny:   # chunks of 32 positions: the chunked loss runs under the real trainer on CPU
+        return [("readout", 32, 256, 64), ("post-chain readout", 32 + 96, 256, 2), ("sft", 2, 96, 2, None, 32),
+                ("grpo", 2, 32, 64, None)]
+    if shapes == "heldout":
+        from decision_pipeline.preflight.measured import H200, load
+        out = []
+        for row in load(H200)["memory"]:
+            if row.get("set") != "held_out":
+                continue
+            if row["stage"] == "sft":
+                out.append(("sft", row["rows"], row["length"], 1, row.get("lora_r"), row.get("chunk")))
+            elif row["stage"] == "grpo":
+                out.append(("grpo", row["micro"], row["prompt"], row["completion"], row.get("lora_r")))
+            else:
+                out.append((row["stage"], row["prefix_tokens"], row["batch_tokens"], row["rows"]))
+        return out
+    sft_rows, sft_len = sft_shape(params)
+    budget = int(params.get("runtime", {}).get("readout_batch_tokens", 8192))
+    post = PROMPT_TOKENS + int(params["evaluate"]["answering"]["max_new_tokens"])
+    return [("readout", PROMPT_TOKENS, budget, 64), ("post-chain readout", post, budget, 2),
+            ("sft", sft_rows, sft_len, 1, None, None),
+            ("grpo", int(r.get("micro_batch_size", 0)) or 2, PROMPT_TOKENS, int(r["max_completion_length"]), None)]
 
 
 def read_shape_dict(config: dict):
@@ -329,11 +352,12 @@ def render(rows: list[Measured]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m decision_pipeline.preflight.smoke", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m decision_pipeline smoke", description=__doc__.splitlines()[0])
     ap.add_argument("--tiny", action="store_true", help="CPU, tiny config (CI)")
     ap.add_argument("--steps", type=int, default=2, help="optimizer steps per SFT/GRPO shape (the last is timed)")
-    ap.add_argument("--shapes", choices=("profile", "issue"), default="profile",
-                    help="profile: the profile's sizes; issue: the H200 table's rows (SFT 8k/16k/32k, GRPO micro 1/2/4)")
+    ap.add_argument("--shapes", choices=("profile", "heldout"), default="profile",
+                    help="profile: the profile's sizes; heldout: the measured table's held-out rows "
+                         "(tests/fixtures/h200_memory.json)")
     ap.add_argument("--only", default="readout,sft,grpo", help="comma list of phases")
     ap.add_argument("--json", type=Path, default=None, help="write the rows here as they are measured")
     ap.add_argument("--profile", default="gpu")
@@ -356,6 +380,3 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

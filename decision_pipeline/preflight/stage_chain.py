@@ -134,7 +134,7 @@ def run_chain(model_dir: Path, work: Path, dev: torch.device, json_out: Path | N
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m decision_pipeline.preflight.stage_chain",
+    ap = argparse.ArgumentParser(prog="python -m decision_pipeline stage-chain",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--tiny", action="store_true", help="CPU, tiny config (CI)")
     ap.add_argument("--model-config", default=str(SMOLLM2_135M), help="config.json of the random-weight model")
@@ -159,6 +159,3 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(r), flush=True)
     return 0 if rows and all(r["rc"] == 0 for r in rows) else 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

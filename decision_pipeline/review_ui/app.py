@@ -5,7 +5,7 @@ read a document beside its reflection (citations expanded), score it on the shar
 rubric, and argue about each other's verdicts; everything they write goes straight
 into the pipeline's review store, whose export `judge_agreement` reads.
 
-Identity: a reviewer account made by `python -m decision_pipeline.review_ui add-reviewer NAME`
+Identity: a reviewer account made by `python -m decision_pipeline review-ui add-reviewer NAME`
 (a one-time secret is printed; the store keeps its scrypt hash); sign-in is throttled and each
 session is a row in the store that sign-out revokes (review_ui/auth.py); the names are what the
 export records. Forms carry a CSRF token, redirects stay on the site and pages forbid framing and
@@ -40,7 +40,7 @@ SESSION_HOURS = 12      # a sign-in lasts a working day (cookie and server-side 
 
 @dataclass(frozen=True)
 class UIConfig:
-    """Where the app reads and writes (see __main__ for the environment variables)."""
+    """Where the app reads and writes (see cli.py for the environment variables)."""
     store_path: str
     charter_path: str
     secret_key: str
@@ -313,7 +313,7 @@ def _routes(app: Flask) -> None:
 
 
 def config_from_env(env: dict | None = None) -> UIConfig:
-    """UIConfig from REVIEW_STORE, REVIEW_CHARTER and REVIEW_UI_SECRET (see __main__)."""
+    """UIConfig from REVIEW_STORE, REVIEW_CHARTER and REVIEW_UI_SECRET (see cli.py)."""
     env = os.environ if env is None else env
     return UIConfig(store_path=env.get("REVIEW_STORE", "reviews/store.sqlite"),
                     charter_path=env.get("REVIEW_CHARTER", "configs/charter/charter.md"),

@@ -16,7 +16,7 @@ from decision_pipeline.review_ui.context import db
 from decision_pipeline.review_ui.throttle import SignInThrottle, ThrottleRules
 
 WRONG_SECRET = ("Unknown reviewer or wrong secret (ask for an account: "
-                "python -m decision_pipeline.review_ui add-reviewer NAME)")
+                "python -m decision_pipeline review-ui add-reviewer NAME)")
 
 
 def install(app: Flask, rules: ThrottleRules) -> None:

@@ -5,7 +5,7 @@ used to let anyone sign in as anyone by typing the name (a Cyrillic "а" made a 
 "Ada" another reviewer), bounce a sign-in to a foreign host (`/login?next=/%09/evil.example`),
 and accept a POST from any page the reviewer had open. Here:
 
-- reviewers are created by `python -m decision_pipeline.review_ui add-reviewer NAME`, which prints
+- reviewers are created by `python -m decision_pipeline review-ui add-reviewer NAME`, which prints
   a one-time sign-in secret; the store keeps only its scrypt hash (werkzeug), never the secret;
 - names are NFKC-normalised, case-folded and limited to [a-z0-9_-] (1-40): look-alikes cannot
   coexist, and "Ada" is "ada";

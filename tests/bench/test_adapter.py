@@ -189,7 +189,7 @@ def test_distributions_are_valid_for_every_task_and_score(temperature):
 
 
 def test_model_reader_applies_the_per_task_temperature(tiny, questions):
-    from decision_pipeline.decision.answering import readout
+    from decision_pipeline.decision.evaluate.answering import readout
     model, tok = tiny
     qs = [next(q for q in questions if q["task"] == t) for t in ("noul", "choice", "score")]
     logits = readout(model, tok, qs, batch_size=4)
@@ -233,7 +233,7 @@ def test_routed_thinking_replaces_parsed_answers_and_keeps_the_rest(monkeypatch)
         assert settings.temperature == 0.0 and settings.max_new_tokens == 7
         return [{"thinking_pred": 1 if q["id"].startswith("c0") else None} for q in questions]
 
-    monkeypatch.setattr("decision_pipeline.decision.answering.thinking", fake_thinking)
+    monkeypatch.setattr("decision_pipeline.decision.evaluate.answering.thinking", fake_thinking)
     config = s1mb_params(route_fraction=2 / 6, route_eps=0.1, max_new_tokens=7)
     got = predict_cases(cases, read, config, seed=0, temperatures=T1, model=object(),
                         tok=SimpleNamespace(eos_token_id=0))
@@ -338,7 +338,7 @@ def test_routed_questions_take_the_post_chain_readout_on_the_configured_backend(
                 else {"thinking_pred": 0, "post_logits": None} for q in questions]
 
     monkeypatch.setattr("decision_pipeline.lm.backends.backend_for_model", fake_backend)
-    monkeypatch.setattr("decision_pipeline.decision.answering.thinking", fake_thinking)
+    monkeypatch.setattr("decision_pipeline.decision.evaluate.answering.thinking", fake_thinking)
     config = s1mb_params(route_fraction=2 / 6, route_eps=0.1, max_new_tokens=7, backend="vllm")
     got = predict_cases(cases, read, config, seed=0, temperatures=T1, model=object(),
                         tok=SimpleNamespace(eos_token_id=0), post_temperatures={"noul": 2.0}, model_dir="models/x")

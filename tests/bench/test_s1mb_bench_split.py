@@ -14,7 +14,7 @@ from decision_pipeline.bench.data import ITEMS_SPLIT
 from decision_pipeline.common.io import write_table
 from decision_pipeline.common.params import from_dict
 from decision_pipeline.common.profiles import merged_profile
-from decision_pipeline.decision.item_splits import BENCH_SPLIT, HELD_OUT_SPLITS, SPLITS, ItemsParams, build_items
+from decision_pipeline.questions.splits import BENCH_SPLIT, HELD_OUT_SPLITS, SPLITS, ItemsParams, build_items
 from decision_pipeline.questions.schema import QUESTION_SCHEMA, from_row, normalised_key
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""``python -m decision_pipeline.bench.s1mb`` run as a subprocess, as the pipeline and users run it;
+"""``python -m decision_pipeline s1mb`` run as a subprocess, as the pipeline and users run it;
 then the two passes of ``metrics`` (fast column-wise, strict per-line) compared in-process."""
 import gc
 import json
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "decision_pipeline.bench.s1mb", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "decision_pipeline", "s1mb", *map(str, args)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 

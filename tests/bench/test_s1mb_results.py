@@ -51,6 +51,18 @@ def test_build_result_fills_counts_status_metrics_and_hashes(cases):
     assert partial["counts"] == {"cases": 3, "expected": 4, "succeeded": 2, "failed": 1}
 
 
+def test_machine_false_leaves_the_python_version_and_platform_out(cases, monkeypatch):
+    """The pipeline's results are DVC outputs: only upstream's default shape records the machine."""
+    import platform
+
+    monkeypatch.setattr(platform, "platform", lambda: "Linux-9.9-test")
+    monkeypatch.setattr(platform, "python_version", lambda: "3.99.0")
+    assert {k: build(cases, noul_predictions())["environment"].get(k) for k in ("python", "platform")} == \
+        {"python": "3.99.0", "platform": "Linux-9.9-test"}
+    env = build(cases, noul_predictions(), machine=False)["environment"]
+    assert sorted(env) == ["dataset_source", "input_hashes"]
+
+
 def test_round_trip_through_json_xz(tmp_path, cases):
     result = build(cases, noul_predictions(failed=(3,)))
     path = write_result(tmp_path / "org__model" / "s-noul-test-v1.json.xz", result)

@@ -186,6 +186,35 @@ def test_stage_writes_verifiable_results_and_metrics(run, bench):
                 assert ci["task_scores"][t]["ci_low"] <= ci["task_scores"][t]["ci_high"]
 
 
+def test_result_bytes_are_the_same_on_another_kernel_and_python(bench, tiny_dir, tmp_path, monkeypatch):
+    """Issue 54: a fresh `make run` on another machine changed the three data/s1mb/{base,sft,rl} hashes in
+    dvc.lock because every result file held platform.platform() and the Python version. Two runs under two
+    faked machines must write byte-identical model folders and metrics; the machine goes to the run-local
+    timings file (data/timings/, outside DVC's hashes) instead."""
+    import platform
+
+    from stages import s1mb
+
+    machines = (("Linux-5.10.0-28-amd64-x86_64-with-glibc2.31", "3.11.2"),
+                ("Linux-6.8.0-49-generic-x86_64-with-glibc2.39", "3.11.9"))
+    temps = temps_file(tmp_path, CALIBRATED)
+    written = []
+    for i, (plat, version) in enumerate(machines):
+        monkeypatch.setattr(platform, "platform", lambda plat=plat: plat)
+        monkeypatch.setattr(platform, "python_version", lambda version=version: version)
+        out, metrics, timings = tmp_path / f"out{i}", tmp_path / f"m{i}.json", tmp_path / f"t{i}.json"
+        rc = s1mb.main(["tiny", "--params", str(params(tmp_path, route_fraction=0.5)), "--data", str(bench),
+                        "--model-dir", tiny_dir, "--temps", str(temps), "--out", str(out), "--metrics", str(metrics),
+                        "--timings", str(timings)])
+        assert rc == 0
+        files = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        assert len(files) == 2 * (len(FAMILY_BENCHMARKS) + 1)  # two folders: metadata + one result per benchmark
+        written.append((files, metrics.read_bytes()))
+        record = json.loads(timings.read_text())
+        assert (record["platform"], record["python"], record["machine_dependent"]) == (plat, version, True)
+    assert written[0] == written[1]
+
+
 def test_route_fraction_zero_gives_routed_scores_equal_to_readout(run):
     m = run["metrics"]
     assert m["route_fraction"] == 0.0 and m["routed_questions"] == 0 == m["routed_parsed"]
@@ -241,9 +270,9 @@ def informative(monkeypatch, sharpness: float, think: bool = False) -> None:
     def thinking(backend, model, tok, questions, settings, batch_size=32):
         return [{"thinking_pred": [o["id"] for o in q["options"]].index(q["gold"])} for q in questions]
 
-    monkeypatch.setattr("decision_pipeline.decision.answering.readout", readout)
+    monkeypatch.setattr("decision_pipeline.decision.evaluate.answering.readout", readout)
     if think:
-        monkeypatch.setattr("decision_pipeline.decision.answering.thinking", thinking)
+        monkeypatch.setattr("decision_pipeline.decision.evaluate.answering.thinking", thinking)
 
 
 def test_calibrated_score_temperature_changes_the_task_scores(bench, tiny_dir, tmp_path, monkeypatch):

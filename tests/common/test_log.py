@@ -86,6 +86,42 @@ def test_stage_main_keeps_function_metadata():
     wrapped = stage_main(main)
     assert wrapped.__name__ == "main"
     assert wrapped.__doc__ == "Doc of the stage."
+    assert stage_main(ray_exit=True)(main).__name__ == "main"
+
+
+class _Exited(Exception):
+    pass
+
+
+@pytest.mark.parametrize("ray_exit, joins, fails, expected", [
+    (True, 1, False, "os._exit(0)"),   # a run that drove Ray ends the process once main returns
+    (True, 0, False, 0),               # engine local: no Ray, a normal return
+    (False, 1, False, 0),              # the option off
+    (True, 1, True, 2),                # a failure is the one error line and code 2, as always
+])
+def test_stage_main_ray_exit_ends_a_run_that_attached_to_ray(monkeypatch, capsys, ray_exit, joins, fails, expected):
+    """The guard the Ray stages share: after a run that attached to a cluster (raycluster.connect counts
+    it), `os._exit(0)`, since a Ray driver can hang in interpreter shutdown; only that run, not one after it."""
+    from decision_pipeline.common import raycluster
+
+    def fake_exit(code):
+        raise _Exited(f"os._exit({code})")
+
+    monkeypatch.setattr(log.os, "_exit", fake_exit)
+    monkeypatch.setattr(raycluster, "_joins", 5)  # attached in an earlier run of this process
+
+    @stage_main(ray_exit=ray_exit)
+    def main(argv):
+        monkeypatch.setattr(raycluster, "_joins", raycluster.joins() + joins)
+        if fails:
+            raise PipelineError("generate.ray.address: no Ray cluster answers at 127.0.0.1:9")
+
+    try:
+        got = main([])
+    except _Exited as exc:
+        got = str(exc)
+    assert got == expected
+    assert ("error:" in capsys.readouterr().err) == fails
 
 
 # ------------------------------------------------------------------ summary / info

@@ -2,16 +2,16 @@
 from __future__ import annotations
 
 from decision_pipeline.common.workdir import claim, content_params, last_step, run_control_fields
-from decision_pipeline.decision.generation import GenerateParams
-from decision_pipeline.decision.rl_trainer import RLParams
-from decision_pipeline.decision.sft_trainer import SFTParams
+from decision_pipeline.decision.generate.generation import GenerateParams
+from decision_pipeline.decision.rl.config import RLParams
+from decision_pipeline.decision.sft.config import SFTParams
 from decision_pipeline.lm.training import PretrainParams
 
 
 def test_run_control_is_marked_on_each_class_that_resumes():
     """The knobs that may change under a resumable run, read from the dataclasses (one definition)."""
     assert run_control_fields(PretrainParams) == {"threads", "save_steps", "launch"}
-    assert run_control_fields(SFTParams) == {"threads", "save_steps", "gradient_checkpointing"}
+    assert run_control_fields(SFTParams) == {"threads", "save_steps", "gradient_checkpointing", "loss_chunk_tokens"}
     assert run_control_fields(RLParams) == {"threads", "save_steps", "gradient_checkpointing",
                                             "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode"}
     assert run_control_fields(GenerateParams) == {"deadline_minutes", "teacher_token_cap", "teacher_usd_per_mtok_in",

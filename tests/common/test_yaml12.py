@@ -18,7 +18,8 @@ from dvc.utils.hydra import apply_overrides
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import load_section, read_params_file
 from decision_pipeline.common.yamlio import load_yaml
-from decision_pipeline.config import SECTIONS, apply_sets
+from decision_pipeline.config import SECTIONS
+from decision_pipeline.overrides import apply_sets
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ import random
 
 from decision_pipeline.curation.decontaminate import HeldOutQuestion, decontaminate, normalise
 from decision_pipeline.questions.families import reasoning_text
-from decision_pipeline.decision.item_splits import build_questions
+from decision_pipeline.questions.splits import build_questions
 
 CITY = HeldOutQuestion("q1", "Which one is a city?", ("tokyo", "hammer"))
 

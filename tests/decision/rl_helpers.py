@@ -21,7 +21,7 @@ def toy_params(max_steps: int = 6, save_steps: int = 2, num_processes: int = 1):
 
     from decision_pipeline.common.params import from_dict
     from decision_pipeline.common.profiles import merged_profile
-    from decision_pipeline.decision.rl_trainer import RLParams
+    from decision_pipeline.decision.rl.config import RLParams
     micro = from_dict(RLParams, merged_profile("micro", ROOT)["rl"], "micro profile: rl")
     return dataclasses.replace(
         micro, lr=1e-2, max_steps=max_steps, prompts_per_round=ROUND_PROMPTS, num_generations=GENERATIONS,
@@ -48,7 +48,7 @@ def run(model_dir: str, work: str, max_steps: int, live: str | None = None) -> d
     import torch
 
     from decision_pipeline.lm.launch import world_size
-    from decision_pipeline.decision.rl_trainer import fingerprint_parts, train_grpo
+    from decision_pipeline.decision.rl.trainer import fingerprint_parts, train_grpo
     from decision_pipeline.lm.bpe import load_tokenizer
     from decision_pipeline.lm.model import load_model
 

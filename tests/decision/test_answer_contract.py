@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from decision_pipeline.decision.chains import judge_chain, select_per_question, selection_metrics
-from decision_pipeline.decision.evaluation import thinking_unparsed
+from decision_pipeline.decision.sft.chains import judge_chain, select_per_question, selection_metrics
+from decision_pipeline.decision.evaluate.evaluation import thinking_unparsed
 from decision_pipeline.decision.parsing import UNPARSED_REASONS, parse_with_reason, unparsed_by_reason
 from decision_pipeline.questions.schema import (ANSWER_INSTRUCTION, ANSWER_PREFIX, THINK_CLOSE, THINK_OPEN,
                                                   assistant_answer, user_message)

@@ -1,6 +1,7 @@
 """The readout runs before the generation engine is built, with the runtime's token budget (#21)."""
-from decision_pipeline.decision import answering
-from decision_pipeline.decision.answering import AnsweringParams, answer_questions
+from decision_pipeline.decision.evaluate import answering
+from decision_pipeline.decision.evaluate.config import AnsweringParams
+from decision_pipeline.decision.evaluate.answering import answer_questions
 from decision_pipeline.lm.runtime import RuntimeParams
 
 

@@ -8,10 +8,9 @@ import pytest
 import torch
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.base_model import (
-    BaseModelParams, assess_base, base_source, gold_trace_nll, untrained_like,
-)
-from decision_pipeline.decision.item_splits import SPLITS, ItemsParams, build_items
+from decision_pipeline.decision.base.config import BaseModelParams
+from decision_pipeline.decision.base.model import assess_base, base_source, gold_trace_nll, untrained_like
+from decision_pipeline.questions.splits import SPLITS, ItemsParams, build_items
 
 torch.set_num_threads(1)
 

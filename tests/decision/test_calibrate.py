@@ -1,6 +1,6 @@
 import numpy as np
 
-from decision_pipeline.decision.calibration import fit_and_report, resplit_study, significant_temperatures
+from decision_pipeline.decision.evaluate.calibration import fit_and_report, resplit_study, significant_temperatures
 
 
 def _questions(temperature: float, n: int = 300, seed: int = 0, task: str = "choice"):
@@ -83,10 +83,10 @@ from pathlib import Path
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.calibration import (
-    CalibrateParams, apply_yes_offset, calibrate_answers, calibration_hypotheses, fit_offsets, fit_yes_offset,
-    fold_of, paired_test, read_yes_offset,
-)
+from decision_pipeline.decision.evaluate.config import CalibrateParams
+from decision_pipeline.decision.evaluate.calibration import (apply_yes_offset, calibrate_answers,
+                                                             calibration_hypotheses, fit_offsets, fit_yes_offset,
+                                                             fold_of, paired_test, read_yes_offset)
 
 YES_NO = [{"id": "true"}, {"id": "false"}]
 
@@ -254,7 +254,7 @@ def test_stage_refuses_more_folds_than_items_before_loading_a_model(tmp_path):
     from decision_pipeline.common.io import write_table
     from decision_pipeline.common.params import from_dict
     from decision_pipeline.common.profiles import merged_profile
-    from decision_pipeline.decision.item_splits import ItemsParams, build_items
+    from decision_pipeline.questions.splits import ItemsParams, build_items
     from decision_pipeline.questions.schema import QUESTION_SCHEMA
     root = Path(__file__).resolve().parents[2]
     data = merged_profile("micro", root)
@@ -277,7 +277,7 @@ def test_stage_writes_the_offset_beside_the_temperatures_and_h1_h4_in_metrics(tm
     from decision_pipeline.common.io import read_json, write_table
     from decision_pipeline.common.params import from_dict
     from decision_pipeline.common.profiles import merged_profile
-    from decision_pipeline.decision.item_splits import ItemsParams, build_items
+    from decision_pipeline.questions.splits import ItemsParams, build_items
     from decision_pipeline.questions.schema import QUESTION_SCHEMA
     from stages.calibrate import main
     root = Path(__file__).resolve().parents[2]

@@ -7,9 +7,9 @@ from collections import Counter
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.chains import (DEFAULT_LOOKUP_PATTERNS, detect_loop, drop_counts, ensure_nonempty,
-                                    find_lookup, judge_chain, select_per_question, selection_metrics,
-                                    strip_quirks)
+from decision_pipeline.decision.sft.chains import (DEFAULT_LOOKUP_PATTERNS, detect_loop, drop_counts, ensure_nonempty,
+                                                   find_lookup, judge_chain, select_per_question, selection_metrics,
+                                                   strip_quirks)
 
 KEYWORD_Q = {"id": "kw1", "family": "keyword", "options": [{"id": "false", "text": "no", "value": None},
                                                            {"id": "true", "text": "yes", "value": None}],

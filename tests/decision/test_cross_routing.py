@@ -13,8 +13,8 @@ A->B: q0 readout 1, q1 B 1, q2 B 0, q3 readout 0 -> accuracy 2/4 = .5, gain over
 import numpy as np
 import pytest
 
-from decision_pipeline.decision import metrics
-from decision_pipeline.decision.cross_routing import all_pairs, cross_table, pair_summary
+from decision_pipeline.decision.evaluate import metrics
+from decision_pipeline.decision.evaluate.cross_routing import all_pairs, cross_table, pair_summary
 
 PROBS = [[.9, .1], [.4, .6], [.55, .45], [.3, .7]]
 

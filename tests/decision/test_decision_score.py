@@ -3,8 +3,9 @@ item-bootstrap CIs (hand-computed)."""
 import numpy as np
 import pytest
 
-from decision_pipeline.decision import metrics as dm
-from decision_pipeline.decision.decision_score import brier_rows, decision_score, fit_label_prior, priors_for, rps_rows
+from decision_pipeline.decision.evaluate import metrics as dm
+from decision_pipeline.decision.evaluate.decision_score import (brier_rows, decision_score, fit_label_prior, priors_for,
+                                                                rps_rows)
 
 FLAT = {(f, 2): np.array([0.5, 0.5]) for f in ("keyword", "good", "flat")}  # a balanced calibration split
 

@@ -6,9 +6,9 @@ import pytest
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import from_dict
-from decision_pipeline.decision.evaluation import answer_records, records_to_table, routing_at_30
-from decision_pipeline.decision.lr_choice import LrSweepParams, choose_lr
-from decision_pipeline.decision.sft_run import checkpoint_loss_log, completed_step, prune_incomplete, seal_checkpoint
+from decision_pipeline.decision.evaluate.evaluation import answer_records, records_to_table, routing_at_30
+from decision_pipeline.decision.sft.config import LrSweepParams, choose_lr
+from decision_pipeline.decision.sft.run import checkpoint_loss_log, completed_step, prune_incomplete, seal_checkpoint
 
 
 def _question(i: int, gold: str) -> dict:
@@ -83,8 +83,9 @@ def _world(n, off, rng):
 
 
 def test_evaluate_records_carries_the_decision_score_and_both_routers():
-    from decision_pipeline.decision.evaluation import EvaluateParams, evaluate_records
-    from decision_pipeline.decision.router import fit_router
+    from decision_pipeline.decision.evaluate.config import EvaluateParams
+    from decision_pipeline.decision.evaluate.evaluation import evaluate_records
+    from decision_pipeline.decision.evaluate.router import fit_router
     rng = np.random.default_rng(0)
     p = from_dict(EvaluateParams, {"answering": {"backend": "hf", "batch_size": 4, "max_new_tokens": 8,
                                                  "temperature": 0.7, "top_p": 0.95, "threads": 1},

@@ -2,7 +2,7 @@
 import time
 
 from decision_pipeline.common.io import JsonlAppender, read_jsonl
-from decision_pipeline.decision.generation import generate_chains, solver_record
+from decision_pipeline.decision.generate.generation import generate_chains, solver_record
 from decision_pipeline.lm.backends import SamplingSettings, make_backend
 
 

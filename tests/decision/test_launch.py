@@ -131,7 +131,7 @@ def test_rl_step_batch_must_split_evenly(tmp_path):
     """rl's step batch (completions per optimizer step) must split evenly over the processes."""
     from decision_pipeline.common.errors import PipelineError
     from decision_pipeline.common.params import load_section
-    from decision_pipeline.decision.rl_trainer import RLParams
+    from decision_pipeline.decision.rl.config import RLParams
     rl = MICRO["rl"]
     n = rl["prompts_per_round"] * rl["num_generations"] // rl["steps_per_generation"] + 1  # never a divisor
     params = write_params(tmp_path, "rl", rl={"launch": {"config": "configs/accelerate/ddp.yaml", "num_processes": n}})
@@ -162,7 +162,7 @@ def test_two_cpu_processes_give_the_one_process_loss(inputs, tmp_path, monkeypat
 
     Tolerance: 1e-4 relative on the final and the mean training loss, 1e-4 absolute on
     the dev readout NLL. Why: each process computes its share of the *global* batch loss
-    (`sft_data.global_joint_losses`), so both runs take the same gradient step; they
+    (`sft/trainer.py` global_joint_losses), so both runs take the same gradient step; they
     differ only in float32 summation order (each process sums half the batch, gloo adds
     the two halves), which after 6 AdamW steps is below 1e-6 here. Averaging per-process
     mean losses instead (what plain DDP does) moves the final loss by 5e-3 and the mean
@@ -195,12 +195,15 @@ def test_two_cpu_processes_give_the_one_process_loss(inputs, tmp_path, monkeypat
 @pytest.mark.slow
 def test_two_processes_with_micro_batches_give_the_one_process_loss(inputs, tmp_path, monkeypatch, capsys,
                                                                     one_process):
-    """sft.micro_batch_size under 2 gloo processes: global batch 4 = 2 processes x micro 1 x accumulation 2.
+    """sft.micro_batch_size under 2 gloo processes: global batch 4 = 2 processes x micro 1 x accumulation 2,
+    and the joint loss in 8-position chunks (sft.loss_chunk_tokens; the one-process run takes each row whole).
 
     Each micro-batch's share is its sums over the step's all-reduced totals, so the run must match
-    the one-process whole-batch run as the plain 2-process run does (same tolerances, same reason)."""
+    the one-process whole-batch run as the plain 2-process run does (same tolerances, same reason); the
+    chunks' LM-head calls run outside DDP's forward, under checkpoint, and their gradients still reduce."""
     monkeypatch.chdir(ROOT)
-    micro = {"micro_batch_size": 1, "launch": {"config": "configs/accelerate/ddp.yaml", "num_processes": 2}}
+    micro = {"micro_batch_size": 1, "loss_chunk_tokens": 8,
+             "launch": {"config": "configs/accelerate/ddp.yaml", "num_processes": 2}}
     proc = run_stage("stages.sft", sft_argv(inputs, write_params(tmp_path, "m2", micro), tmp_path / "m2"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     one, two = (json.loads((d / "sft.json").read_text()) for d in (one_process, tmp_path / "m2"))

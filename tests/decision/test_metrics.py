@@ -1,4 +1,4 @@
-"""Hand-checked examples for decision_pipeline.decision.metrics.
+"""Hand-checked examples for decision_pipeline.decision.evaluate.metrics.
 
 The six-item fixture (probabilities chosen so every number below is computed
 by hand in the comments):
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from decision_pipeline.common import stats
-from decision_pipeline.decision import metrics
+from decision_pipeline.decision.evaluate import metrics
 
 PROBS = [[.9, .1], [.6, .4], [.7, .3], [.2, .8], [.45, .55], [.5, .25, .25]]
 GOLD = [0, 1, 0, 1, 0, 2]
@@ -297,7 +297,7 @@ def test_outputs_are_json_ready(six):
 
 def test_ece_change_is_zero_for_identical_tables_and_signed_otherwise():
     import numpy as np
-    from decision_pipeline.decision.metrics import ece_change
+    from decision_pipeline.decision.evaluate.metrics import ece_change
     corr = np.array([True, False, True, True, False, True, False, True] * 25)  # accuracy 0.625
     raw = {"readout_correct": corr, "confidence": np.full(200, 0.6)}
     same = ece_change(raw, raw, n_bins=10, n_resamples=50)

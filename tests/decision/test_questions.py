@@ -6,7 +6,8 @@ import pytest
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.questions import families
 from decision_pipeline.decision.parsing import parse_answer
-from decision_pipeline.decision.item_splits import ItemsParams, assign_splits, build_items, build_questions, duplicate_report
+from decision_pipeline.questions.splits import (ItemsParams, assign_splits, build_items, build_questions,
+                                                duplicate_report)
 from decision_pipeline.questions.schema import (from_row, gold_index, list_parts, load_external_questions, normalised_key, to_row,
                                        user_message, validate_question)
 

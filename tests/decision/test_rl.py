@@ -15,9 +15,10 @@ import pytest
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.questions.schema import normalised_key
-from decision_pipeline.decision.rl_metrics import quarter_gain, round_rows
-from decision_pipeline.decision.rl_select import RlSelectParams, mix, select_questions
-from decision_pipeline.decision.rl_trainer import check_lora_targets, claim_rl_work, prompt_rows
+from decision_pipeline.decision.rl.metrics import quarter_gain, round_rows
+from decision_pipeline.decision.rl.config import RlSelectParams
+from decision_pipeline.decision.rl.selection import mix, select_questions
+from decision_pipeline.decision.rl.trainer import check_lora_targets, claim_rl_work, prompt_rows
 from tests.decision import rl_helpers
 
 HELPERS = Path(__file__).with_name("rl_helpers.py")
@@ -122,7 +123,7 @@ def test_claim_refuses_another_runs_checkpoints(tmp_path, capsys):
     work = tmp_path / "work"
     fp = {"params": "a", "data": "d", "base": "b", "code": "c", "trl": "1"}
     assert claim_rl_work(work, fp) == 0
-    from decision_pipeline.decision.rl_trainer import digest_hash
+    from decision_pipeline.decision.rl.trainer import digest_hash
     owner = digest_hash(json.dumps(fp, sort_keys=True))
     for step in (2, 4):
         (work / f"checkpoint-{step}").mkdir()

@@ -2,7 +2,7 @@
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.rl_analyses import (answer_collapse, collapse_last_quarter, difficulty_adjusted_trend,
+from decision_pipeline.decision.rl.analyses import (answer_collapse, collapse_last_quarter, difficulty_adjusted_trend,
                                                     probe_baseline)
 
 

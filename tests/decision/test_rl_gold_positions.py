@@ -7,9 +7,9 @@ from collections import Counter
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.rl_rewards import correctness
-from decision_pipeline.decision.rl_run import arrange_gold_positions, balance_gold_positions, gold_positions
-from decision_pipeline.decision.rl_trainer import prompt_rows
+from decision_pipeline.decision.rl.rewards import correctness
+from decision_pipeline.decision.rl.run import arrange_gold_positions, balance_gold_positions, gold_positions
+from decision_pipeline.decision.rl.trainer import prompt_rows
 from decision_pipeline.questions.schema import gold_index, target_vector
 
 

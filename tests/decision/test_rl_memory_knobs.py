@@ -7,7 +7,8 @@ import pytest
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.lm.launch import LaunchParams
-from decision_pipeline.decision.rl_trainer import RLParams, grpo_config
+from decision_pipeline.decision.rl.config import RLParams
+from decision_pipeline.decision.rl.trainer import grpo_config
 from tests.decision import rl_helpers
 
 # the memory knobs off, as these tests' "default" cases assert them
@@ -62,7 +63,7 @@ def test_grpo_trains_in_micro_batches_one_round(toy_model_dir, tmp_path):
 
     import torch
 
-    from decision_pipeline.decision.rl_trainer import fingerprint_parts, train_grpo
+    from decision_pipeline.decision.rl.trainer import fingerprint_parts, train_grpo
     from decision_pipeline.lm.bpe import load_tokenizer
     from decision_pipeline.lm.model import load_model
 
@@ -80,7 +81,7 @@ def test_grpo_trains_in_micro_batches_one_round(toy_model_dir, tmp_path):
 
 
 def test_memory_placement_knobs_do_not_refuse_a_resume_but_the_micro_batch_does():
-    from decision_pipeline.decision.rl_trainer import fingerprint_parts
+    from decision_pipeline.decision.rl.trainer import fingerprint_parts
     qs = [{"id": "q1"}]
     base = fingerprint_parts(_params(), 0, qs, "m", "c")
     placed = fingerprint_parts(_params(gradient_checkpointing=True, vllm_gpu_memory_utilization=0.5,

@@ -6,8 +6,9 @@ import math
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.rl_rewards import (RewardParams, checked, closed_chains, correctness, format_reward,
-                                                   length, make_reward_funcs, unfinished)
+from decision_pipeline.decision.rl.config import RewardParams
+from decision_pipeline.decision.rl.rewards import (checked, closed_chains, correctness, format_reward, length,
+                                                   make_reward_funcs, unfinished)
 
 CLOSE = 7  # the `</think>` token id in these hand-made id lists
 HARD = [0.0, 1.0, 0.0]          # gold B

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.rl_run import MIN_ROUNDS, fit_rounds, run_metrics, training_questions
+from decision_pipeline.decision.rl.run import MIN_ROUNDS, fit_rounds, run_metrics, training_questions
 from tests.decision.test_rl_memory_knobs import _params
 
 

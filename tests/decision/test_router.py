@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision import metrics as dm
-from decision_pipeline.decision.router import compare_routers, entropy, fit_router, fixable, router_scores
+from decision_pipeline.decision.evaluate import metrics as dm
+from decision_pipeline.decision.evaluate.router import compare_routers, entropy, fit_router, fixable, router_scores
 
 
 def _table(rows):

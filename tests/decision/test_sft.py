@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from decision_pipeline.decision.sft_data import (MAX_LABELS, JointCollator, build_joint_examples, joint_losses, readout_example,
-                                 readout_target)
-from decision_pipeline.decision.lr_choice import lr_rule
-from decision_pipeline.decision.sft_trainer import SFTParams, train_joint
+from decision_pipeline.decision.sft.data import (MAX_LABELS, JointCollator, build_joint_examples, readout_example,
+                                                 readout_target)
+from decision_pipeline.decision.sft.config import SFTParams, lr_rule
+from decision_pipeline.decision.sft.loss import joint_losses
+from decision_pipeline.decision.sft.trainer import train_joint
 from decision_pipeline.lm.model import load_model
 from tests.micro import micro_params
 
@@ -79,7 +80,7 @@ def test_training_is_deterministic_on_cpu(tiny_dir, tiny, questions, tmp_path):
 
 
 def test_long_chains_train_one_per_forward_pass():
-    from decision_pipeline.decision.sft_data import LengthAwareBatchSampler
+    from decision_pipeline.decision.sft.trainer import LengthAwareBatchSampler
     lengths = [10, 50, 12, 9000, 11, 20000, 8, 13, 14]
     sampler = LengthAwareBatchSampler(lengths, batch_size=3, long_tokens=8192, seed=1)
     first, second = list(sampler), list(sampler)
@@ -108,7 +109,7 @@ def test_soft_items_keep_their_soft_target():
 
 
 def test_teacher_chains_are_not_votes():
-    from decision_pipeline.decision.sft_trainer import parse_votes
+    from decision_pipeline.decision.sft.trainer import parse_votes
     q = {"id": "q1", "options": [{"id": "a"}, {"id": "b"}], "gold": "a"}
     chains = [{"question_id": "q1", "source": "teacher", "text": "<think>\nx\n</think>\nAnswer: A"},
               {"question_id": "q1", "source": "base", "text": "<think>\ny\n</think>\nAnswer: B"}]
@@ -135,7 +136,7 @@ def _chain_examples(tok, questions, n=8):
 
 def test_seen_embedding_delta_trains_only_the_rows_the_examples_use(tiny_dir, tiny, questions, tmp_path):
     from decision_pipeline.decision.prompts import label_ids
-    from decision_pipeline.decision.sft_trainer import embedding_rows
+    from decision_pipeline.decision.sft.trainer import embedding_rows
     model, tok = tiny
     examples = _chain_examples(tok, questions)
     rows = embedding_rows(model, tok, examples, "seen")

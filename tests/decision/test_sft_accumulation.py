@@ -5,8 +5,9 @@ from transformers import TrainerCallback
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.lm.launch import LaunchParams
-from decision_pipeline.decision.sft_data import JointCollator, _chain_sums, build_joint_examples, joint_losses
-from decision_pipeline.decision.sft_trainer import sft_config, train_joint
+from decision_pipeline.decision.sft.data import JointCollator, build_joint_examples
+from decision_pipeline.decision.sft.loss import _chain_sums, joint_losses
+from decision_pipeline.decision.sft.trainer import sft_config, train_joint
 from decision_pipeline.lm.model import load_model
 from tests.decision.test_sft import sft_params
 

@@ -13,9 +13,10 @@ from decision_pipeline.common.io import write_json, write_jsonl, write_table
 from decision_pipeline.common.params import from_dict
 from decision_pipeline.common.profiles import merged_profile
 from decision_pipeline.common.progress import LiveMetrics, TrainingProgress
-from decision_pipeline.decision.item_splits import ItemsParams, build_items
-from decision_pipeline.decision.sft_data import build_joint_examples
-from decision_pipeline.decision.sft_trainer import SFTParams, joint_values, train_joint
+from decision_pipeline.questions.splits import ItemsParams, build_items
+from decision_pipeline.decision.sft.data import build_joint_examples
+from decision_pipeline.decision.sft.config import SFTParams
+from decision_pipeline.decision.sft.trainer import joint_values, train_joint
 from decision_pipeline.lm.model import load_model
 from decision_pipeline.questions.schema import QUESTION_SCHEMA
 from tests.micro import micro_params
@@ -70,7 +71,7 @@ def test_sft_callback_prints_at_the_cadence_and_writes_every_step(tiny_dir, tiny
 @pytest.fixture(scope="module")
 def sft_inputs(tmp_path_factory, tiny_dir) -> dict:
     """Items, kept chains, a chosen rate and params for a 12-step `sft` stage run checkpointing every 2 steps."""
-    from decision_pipeline.decision.generation import solver_record
+    from decision_pipeline.decision.generate.generation import solver_record
     from decision_pipeline.lm.bpe import load_tokenizer
     from decision_pipeline.questions.schema import load_items
     micro = merged_profile("micro", ROOT)

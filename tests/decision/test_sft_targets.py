@@ -8,8 +8,8 @@ import pytest
 
 from decision_pipeline.common.params import from_dict
 from decision_pipeline.common.profiles import merged_profile
-from decision_pipeline.decision.sft_data import TARGET_MODES, build_joint_examples, readout_target
-from decision_pipeline.decision.sft_trainer import SFTParams
+from decision_pipeline.decision.sft.config import TARGET_MODES, SFTParams
+from decision_pipeline.decision.sft.data import build_joint_examples, readout_target
 
 ROOT = Path(__file__).resolve().parents[2]
 SOFT = {"options": [{"id": "a"}, {"id": "b"}, {"id": "c"}], "gold": "b", "target": {"a": 0.2, "b": 0.7, "c": 0.1}}

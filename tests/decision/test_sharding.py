@@ -13,9 +13,9 @@ import pytest
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import JsonlAppender, read_jsonl
-from decision_pipeline.decision import sharding
-from decision_pipeline.decision.generate_run import generate_to_log
-from decision_pipeline.decision.generation import GenerateParams, generate_chains
+from decision_pipeline.decision.generate import sharding
+from decision_pipeline.decision.generate.run import generate_to_log
+from decision_pipeline.decision.generate.generation import GenerateParams, generate_chains
 from decision_pipeline.lm.backends import SamplingSettings, make_backend
 
 
@@ -149,7 +149,8 @@ def test_one_and_two_workers_write_byte_identical_chains(reference, tiny, tiny_d
 
 @pytest.mark.slow
 def test_rl_probe_with_two_workers_writes_the_same_log(tiny, tiny_dir, questions, tmp_path):
-    from decision_pipeline.decision.rl_probe import ProbeSampling, RlProbeParams, probe_log
+    from decision_pipeline.decision.rl.probe import ProbeSampling, probe_log
+    from decision_pipeline.decision.rl.config import RlProbeParams
     model, tok = tiny
     qs = [{**q, "origin": "fresh"} for q in _questions(questions, 8)]
     p = RlProbeParams(k=2, fresh_questions=8, sft_questions=0, backend="hf", batch_size=4, chunk=2, threads=1,

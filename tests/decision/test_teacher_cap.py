@@ -6,9 +6,9 @@ import pytest
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import read_jsonl
-from decision_pipeline.decision.generate_run import generate_to_log
-from decision_pipeline.decision.generation import GenerateParams
-from decision_pipeline.decision.sharding import logged_records
+from decision_pipeline.decision.generate.run import generate_to_log
+from decision_pipeline.decision.generate.generation import GenerateParams
+from decision_pipeline.decision.generate.sharding import logged_records
 from decision_pipeline.lm import serve
 
 

@@ -4,7 +4,7 @@ import warnings
 
 import torch
 
-from decision_pipeline.decision.base_model import untrained_like
+from decision_pipeline.decision.base.model import untrained_like
 from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model
 from decision_pipeline.lm.training import train_autocast
 

@@ -346,7 +346,7 @@ def test_cli_missing_model_is_a_clear_error(tmp_path, capsys):
 def test_teacher_timeout_param_decides_when_a_slow_teacher_fails(prompts):
     """generate.teacher_timeout_s reaches the teacher's backend: a reply slower than it fails naming the key,
     a longer timeout waits for the same reply."""
-    from decision_pipeline.decision.generation import GenerateParams, teacher_source
+    from decision_pipeline.decision.generate.generation import GenerateParams, teacher_source
 
     def slow(i: int, body: dict) -> tuple[int, Any]:
         time.sleep(0.6)
@@ -501,7 +501,7 @@ def test_first_failure_stops_the_requests_still_waiting(prompts):
 
 
 def test_teacher_deadline_param_reaches_the_backend():
-    from decision_pipeline.decision.generation import GenerateParams, teacher_source
+    from decision_pipeline.decision.generate.generation import GenerateParams, teacher_source
     fields = {f.name: f for f in __import__("dataclasses").fields(GenerateParams)}
     assert fields["teacher_deadline_s"].metadata["run_control"] and fields["teacher_deadline_s"].metadata["doc"]
     with models_server(200, {"data": [{"id": "t"}]}) as stub:

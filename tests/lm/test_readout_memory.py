@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.answering import readout
+from decision_pipeline.decision.evaluate.answering import readout
 from decision_pipeline.decision.prompts import label_ids, readout_prefix
 from decision_pipeline.lm.backends.vllm import VLLMBackend
 from decision_pipeline.lm.readout import continuation_nll, label_logits, token_batches

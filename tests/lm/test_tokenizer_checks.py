@@ -15,7 +15,7 @@ from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.decision.base_model import materialise_base
+from decision_pipeline.decision.base.model import materialise_base
 from decision_pipeline.lm.bpe import CHAT_TEMPLATE, load_tokenizer, train_bpe, wrap_fast
 from decision_pipeline.lm.model import TinyModelSpec, build_tiny_model, load_model
 from decision_pipeline.lm.tokenizer_checks import (PROBES, add_think_tokens, check_tokenizer, compare_tokenizers,

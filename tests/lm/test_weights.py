@@ -243,7 +243,8 @@ def test_the_first_model_load_goes_through_the_check(model_dir):
 def test_base_model_refuses_before_anything_is_copied(model_dir, tmp_path):
     """The stage's source check names base_model.path and runs before the copy into a temporary directory
     (the old traceback named a temp directory that no longer existed)."""
-    from decision_pipeline.decision.base_model import BaseModelParams, base_source
+    from decision_pipeline.decision.base.config import BaseModelParams
+    from decision_pipeline.decision.base.model import base_source
     p = BaseModelParams(source="path", nll_items=1, path=str(model_dir), threads=1, add_think_tokens=False)
     assert base_source(p, tmp_path / "unused") == model_dir
     (model_dir / "model.safetensors").write_bytes(b"\0" * 8)

@@ -32,8 +32,8 @@ import yaml
 from decision_pipeline.common.io import write_table
 from decision_pipeline.common.params import NO_PATH, from_dict
 from decision_pipeline.curation.documents import DEV_SCHEMA, POOL_SCHEMA
-from decision_pipeline.decision.generation import GenerateParams, log_fingerprint
-from decision_pipeline.decision.item_splits import ItemsParams, build_items
+from decision_pipeline.decision.generate.generation import GenerateParams, log_fingerprint
+from decision_pipeline.questions.splits import ItemsParams, build_items
 from decision_pipeline.questions.schema import QUESTION_SCHEMA
 from decision_pipeline.common.profiles import dump, merged_profile
 

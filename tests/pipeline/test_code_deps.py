@@ -75,7 +75,7 @@ def test_removing_one_dep_line_fails(tmp_path):
     (copy / ".dvc" / "tmp").mkdir(exist_ok=True)
     subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
     text = (copy / "dvc.yaml").read_text()
-    victim = "decision_pipeline/decision/chains.py"
+    victim = "decision_pipeline/decision/sft/chains.py"
     assert victim in text
     (copy / "dvc.yaml").write_text(text.replace(f", {victim}", "").replace(f"{victim}, ", ""))
     broken = {s.name: missing_deps(copy, s) for s in pipeline_stages(copy)}

@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 from decision_pipeline.common import local_s3
-from decision_pipeline.reporting import rebase, review
-from decision_pipeline.reporting.noise_study import NOT_RUN_OUTPUTS
+from decision_pipeline.reporting.review import diff as review
+from decision_pipeline.reporting.review import rebase
+from decision_pipeline.reporting.review.noise_study import NOT_RUN_OUTPUTS
 from decision_pipeline.common.profiles import dump, merged_profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -270,6 +271,13 @@ def test_the_readme_experiment_compares_on_one_screen(repo, tmp_path, monkeypatc
     row = next(line for line in table.splitlines() if "route02" in line)
     cells = [c.strip() for c in row.strip().strip("|").split("|")]
     assert cells[columns.index("s1mb.route_fraction")] == "0.2", row
+    # #54: the README's documented command drops the dependency hashes and fits 200 columns
+    from tests.reporting.review.test_exp_show_width import WIDTH, documented
+    shown = _run(["dvc", "exp", "show", "--md", "--no-pager", *documented()["only-changed"]], clone).stdout
+    lines = [line for line in shown.splitlines() if line.startswith("|")]
+    kept = [c.strip() for c in lines[0].strip().strip("|").split("|")]
+    assert max(map(len, lines)) <= WIDTH and "s1mb.route_fraction" in kept, shown
+    assert not [c for c in kept if "/" in c or c in ("decision_pipeline", "stages", "reviews")], kept
 
     # #34.3: the base recomputed on this machine (make review RECOMPUTE=1) reruns only the stages the
     # experiment changed (the three s1mb@ and the report), equals what this machine committed, and the

@@ -15,7 +15,7 @@ import yaml
 
 from decision_pipeline.common.codedeps import pipeline_stages
 from decision_pipeline.common.params import NO_PATH, load_section
-from decision_pipeline.decision.item_splits import ItemsParams
+from decision_pipeline.questions.splits import ItemsParams
 
 from tests.pipeline.repo_copy import ROOT, copy_repo, run
 from decision_pipeline.common.profiles import merged_profile, profile_names

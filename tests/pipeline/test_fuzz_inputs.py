@@ -33,7 +33,7 @@ from decision_pipeline.charter.prompts import load_prompt
 from decision_pipeline.charter.rubric import DIMENSIONS, VOICES
 from decision_pipeline.common.params import load_section, read_params_file
 from decision_pipeline.curation.documents import load_external_pool
-from decision_pipeline.decision.item_splits import ItemsParams
+from decision_pipeline.questions.splits import ItemsParams
 from decision_pipeline.questions.schema import load_external_questions
 from tests.bench.s1mb_helpers import mixed_row
 from tests.pipeline.fuzz_helpers import (Mutant, attempt, byte_mutants, duplicate_json_key, json_bytes, json_mutants,
@@ -294,7 +294,7 @@ def _s1mb(command: str, path: Path, capsys: pytest.CaptureFixture) -> str | None
 
 @pytest.mark.parametrize("command, base", [("metrics", "judgments"), ("aggregate", "table")])
 def test_s1mb_cli_fuzz(tmp_path: Path, capsys: pytest.CaptureFixture, command: str, base: str) -> None:
-    """`python -m decision_pipeline.bench.s1mb metrics|aggregate FILE` on damaged judgments / score tables."""
+    """`python -m decision_pipeline s1mb metrics|aggregate FILE` on damaged judgments / score tables."""
     obj, jsonl = (JUDGMENTS, True) if base == "judgments" else (TABLE, False)
     findings = []
     for i, m in enumerate([Mutant("baseline", (jsonl_bytes if jsonl else json_bytes)(obj))]
@@ -409,8 +409,8 @@ def test_clis_as_subprocesses_exit_2_with_error_lines_only(tmp_path: Path) -> No
     for i, m in enumerate(judgments):
         (tmp_path / f"judgments-{i}.jsonl").write_bytes(m.data)
     before = listing(tmp_path)
-    runs = {"check": ["decision_pipeline.config", "check", "--params", str(tmp_path / "params.yaml")],
-            **{f"s1mb {m.name}": ["decision_pipeline.bench.s1mb", "metrics", str(tmp_path / f"judgments-{i}.jsonl")]
+    runs = {"check": ["decision_pipeline", "config", "check", "--params", str(tmp_path / "params.yaml")],
+            **{f"s1mb {m.name}": ["decision_pipeline", "s1mb", "metrics", str(tmp_path / f"judgments-{i}.jsonl")]
                for i, m in enumerate(judgments)}}
     procs = {name: subprocess.Popen([sys.executable, "-m", *argv], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True) for name, argv in runs.items()}

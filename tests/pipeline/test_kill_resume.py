@@ -33,7 +33,7 @@ import yaml
 from decision_pipeline.common.io import read_jsonl, write_json, write_jsonl, write_table
 from decision_pipeline.common.params import from_dict
 from decision_pipeline.curation.documents import DEV_SCHEMA, POOL_SCHEMA
-from decision_pipeline.decision.item_splits import ItemsParams, build_items
+from decision_pipeline.questions.splits import ItemsParams, build_items
 from decision_pipeline.questions.schema import QUESTION_SCHEMA
 
 from tests.pipeline.kill_helpers import Forker, complete_lines, gone, jsonl_lines, kill_points, spawned_children
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MICRO = merged_profile("micro", ROOT)
 SEED = 154  # issue 15.4: the kill points are this RNG's, not hand-picked
 KILLED = -9
-PRELOAD = ["stages.generate", "stages.sft", "stages.pretrain", "decision_pipeline.decision.rl_trainer",
+PRELOAD = ["stages.generate", "stages.sft", "stages.pretrain", "decision_pipeline.decision.rl.trainer",
            "tests.decision.rl_helpers"]
 
 pytestmark = pytest.mark.slow
@@ -66,7 +66,7 @@ def inputs(tmp_path_factory, tiny_dir) -> dict:
     root = tmp_path_factory.mktemp("kill_inputs")
     rows, _ = build_items(from_dict(ItemsParams, MICRO["items"], "items"), MICRO["base"]["seed"])
     write_table(root / "items.parquet", rows, QUESTION_SCHEMA)
-    from decision_pipeline.decision.generation import solver_record
+    from decision_pipeline.decision.generate.generation import solver_record
     from decision_pipeline.questions.schema import load_items
     from decision_pipeline.lm.bpe import load_tokenizer
     tok = load_tokenizer(tiny_dir)

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.config import SECTIONS, apply_sets, collect_errors, split_sets
+from decision_pipeline.config import SECTIONS, collect_errors
+from decision_pipeline.overrides import apply_sets, split_sets
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -24,7 +25,7 @@ def _check(tmp_path: Path, data: dict, *sets: str) -> subprocess.CompletedProces
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     args = [a for s in sets for a in ("--set", s)]
-    return subprocess.run([sys.executable, "-m", "decision_pipeline.config", "check", "--params", str(path), *args],
+    return subprocess.run([sys.executable, "-m", "decision_pipeline", "config", "check", "--params", str(path), *args],
                           cwd=ROOT, env=_plain_make_env(), capture_output=True, text=True)
 
 
@@ -67,7 +68,30 @@ def test_set_overrides_are_checked_like_dvc_exp_run_s(tmp_path):
     assert proc.returncode == 2 and "rl.num_generations: expected an integer, got 'zero'" in proc.stderr
     assert apply_sets(PARAMS, ["curate.overfill=2.2"], "params.yaml")["curate"]["overfill"] == 2.2
     bad = _check(tmp_path, PARAMS, "nosuch.key=1")
-    assert bad.returncode == 2 and "--set nosuch.key=1: Could not override 'nosuch.key'" in bad.stderr  # as dvc exp run -S
+    assert bad.returncode == 2 and "--set nosuch.key=1: section 'nosuch' is unknown; known sections are" in bad.stderr
+
+
+def test_an_unknown_key_gets_did_you_mean_never_plus_and_every_error_is_listed(tmp_path):
+    """Issue 54: `make check SET="rl.lrr=1"` used to relay Hydra's "To append to your config use +rl.lrr=1" (the
+    stage then refused `lrr`; "did you mean 'lr'?" came only after following that advice) and stopped there."""
+    proc = _check(tmp_path, PARAMS, "rl.lrr=1", "sft.lr=-1", "rl.reward.wrongg=0", "sft.lr=[", "itmes.seed=3")
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
+    assert proc.returncode == 2 and "+rl" not in proc.stderr and "append" not in proc.stderr, proc.stderr
+    assert errors[0].startswith("ERROR: ") and "--set rl.lrr=1: rl.lrr: unknown key (did you mean 'lr'?)" in errors[0]
+    text = "\n".join(errors)
+    assert "--set rl.reward.wrongg=0: rl.reward.wrongg: unknown key (did you mean 'wrong'?)" in text, text
+    assert "--set sft.lr=[:" in text                                     # Hydra's syntax refusal, reported too
+    assert "--set itmes.seed=3: section 'itmes' is unknown (did you mean 'items'?)" in text
+    assert "sft.lr: expected a value > 0.0, got -1.0" in text           # the good overrides still reach the loader
+    assert len(errors) == 5 and "5 error(s)" in proc.stderr, proc.stderr
+
+
+def test_a_known_key_params_yaml_leaves_out_gets_the_plus_advice(tmp_path):
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    field = next(k for k in ("use_vllm", "threads", "seed_offset") if k in data["rl"])
+    data["rl"].pop(field)
+    proc = _check(tmp_path, data, f"rl.{field}=1")
+    assert proc.returncode == 2 and f"has no rl.{field}; the loader knows it, so add it with +rl.{field}=1" in proc.stderr
 
 
 def test_collect_errors_puts_back_the_culprit_so_the_next_error_shows():
@@ -82,7 +106,7 @@ def test_collect_errors_puts_back_the_culprit_so_the_next_error_shows():
 def test_an_empty_or_non_mapping_params_file_is_one_line(tmp_path, text):
     path = tmp_path / "params.yaml"
     path.write_text(text)
-    proc = subprocess.run([sys.executable, "-m", "decision_pipeline.config", "check", "--params", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "decision_pipeline", "config", "check", "--params", str(path)],
                           cwd=ROOT, env=_plain_make_env(), capture_output=True, text=True)
     assert proc.returncode == 2 and str(path) in proc.stderr and "mapping of sections" in proc.stderr
 
@@ -121,7 +145,7 @@ def test_make_check_keeps_a_list_with_a_blank_as_one_override(tmp_path):
     made = subprocess.run(["make", "--no-print-directory", "-n", "check", f"STAMP={stamp}", "SET=items.families=[keyword, nope] x.y='it''s'"],
                           cwd=ROOT, env=_plain_make_env(), capture_output=True, text=True)
     command = made.stdout.strip().splitlines()[-1]
-    assert command.startswith(".venv/bin/python -m decision_pipeline.config check --sets "), command
+    assert command.startswith(".venv/bin/python -m decision_pipeline config check --sets "), command
     import shlex
     argv = shlex.split(command)
     assert argv[-2:] == ["--sets", "items.families=[keyword, nope] x.y='it''s'"]

@@ -148,7 +148,7 @@ class Ran:
 
 @pytest.fixture
 def cli(monkeypatch, capsys):
-    """`python -m decision_pipeline.config ARGS --root REPO` in-process (importing torch per subprocess costs
+    """`python -m decision_pipeline config ARGS --root REPO` in-process (importing torch per subprocess costs
     seconds each; one test below runs the real subprocess)."""
     from decision_pipeline.config import check_main
 
@@ -172,7 +172,7 @@ def test_a_misspelt_key_or_wrong_type_in_a_profile_is_refused_all_at_once_and_no
         (repo / "profiles" / "micro.yaml").read_text()
         .replace("  per_cell: 8\n", "  per_cel: 8\n", 1)            # a misspelt key
         .replace("  seq_len: 64\n", "  seq_len: sixty-four\n", 1))  # a wrong type
-    proc = subprocess.run([sys.executable, "-m", "decision_pipeline.config", "profile", "micro", "--root", str(repo)],
+    proc = subprocess.run([sys.executable, "-m", "decision_pipeline", "config", "profile", "micro", "--root", str(repo)],
                           cwd=repo, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
@@ -212,7 +212,7 @@ def test_a_broken_unrelated_profile_does_not_block_switching(tmp_path, broken, c
 def test_the_module_cli_no_longer_applies_unchecked(tmp_path):
     import subprocess
     import sys
-    proc = subprocess.run([sys.executable, "-m", "decision_pipeline.common.profiles", "apply", "micro"],
+    proc = subprocess.run([sys.executable, "-m", "decision_pipeline", "profiles", "apply", "micro"],
                           cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 2 and "make profile PROFILE=micro" in proc.stderr
 
@@ -257,7 +257,7 @@ def test_the_makefile_prints_the_profile_first_and_passes_force_profile(tmp_path
     stamp.touch()
     out = subprocess.run(["make", "--no-print-directory", "-n", "run", f"STAMP={stamp}", "FORCE_PROFILE=1"], cwd=ROOT, env=_plain_make_env(), capture_output=True,
                          text=True).stdout.splitlines()
-    assert out[0].endswith("-m decision_pipeline.config run-profile default --force --dry-run"), out
+    assert out[0].endswith("-m decision_pipeline config run-profile default --force --dry-run"), out
     assert out.index(next(x for x in out if "config check" in x)) < out.index(next(x for x in out if "repro" in x))
     plain = subprocess.run(["make", "--no-print-directory", "-n", "run", f"STAMP={stamp}"], cwd=ROOT, env=_plain_make_env(), capture_output=True, text=True).stdout
     assert "--force" not in plain

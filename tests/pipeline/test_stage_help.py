@@ -11,8 +11,8 @@ from decision_pipeline.bench.adapter import S1mbParams
 from decision_pipeline.bench.data import S1mbDataParams
 from decision_pipeline.curation.documents import IngestParams
 from decision_pipeline.curation.pipeline import CurateParams
-from decision_pipeline.decision.base_model import BaseModelParams
-from decision_pipeline.decision.item_splits import ItemsParams
+from decision_pipeline.decision.base.config import BaseModelParams
+from decision_pipeline.questions.splits import ItemsParams
 from decision_pipeline.lm.bpe import TokenizerParams
 from decision_pipeline.lm.training import PretrainParams
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from decision_pipeline.decision.lr_choice import SFT_KEYS_THE_SWEEP_IGNORES
-from decision_pipeline.decision.sft_trainer import SFTParams
+from decision_pipeline.decision.sft.config import SFT_KEYS_THE_SWEEP_IGNORES, SFTParams
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -26,7 +26,7 @@ def _tree(path: Path) -> list[tuple[str, int]]:
 def test_gpu_profile_on_this_cpu_machine_lists_all_and_writes_nothing():
     before = (_tree(ROOT / "data"), _tree(ROOT / "models"))
     start = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "decision_pipeline.preflight", "check", "--profile", "gpu"],
+    run = subprocess.run([sys.executable, "-m", "decision_pipeline", "preflight", "check", "--profile", "gpu"],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     took = time.monotonic() - start
     assert run.returncode == 2 and took < 60
@@ -209,7 +209,7 @@ def test_all_failures_listed_at_once(tmp_path, model_dir):
 
 def test_gpu_install_verification_fails_loudly_on_this_cpu_torch():
     import torch
-    run = subprocess.run([sys.executable, "-m", "decision_pipeline.preflight.gpu_env"], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-m", "decision_pipeline", "gpu-env"], capture_output=True, text=True,
                          cwd=ROOT, timeout=60)
     if torch.version.cuda and torch.cuda.is_available():
         pytest.skip("a CUDA torch with a GPU: the CPU-torch refusal cannot be shown here")
@@ -229,10 +229,10 @@ def _params_with_base(tmp_path: Path, model_dir: Path, **generate) -> Path:
 
 
 def _check_main(argv: list[str], capsys, monkeypatch) -> subprocess.CompletedProcess:
-    """`python -m decision_pipeline.preflight check ...` as its `main(argv)` in this process, exit code and
+    """`python -m decision_pipeline preflight check ...` as its `main(argv)` in this process, exit code and
     output captured: the same code without a fresh interpreter importing torch and transformers (~7 s of CPU
     each); the weightless case and the gpu-profile run above go through the real entry point."""
-    from decision_pipeline.preflight.__main__ import main
+    from decision_pipeline.preflight.cli import main
     monkeypatch.chdir(ROOT)
     capsys.readouterr()
     rc = main(argv)
@@ -257,7 +257,7 @@ def test_cli_refuses_a_weightless_or_truncated_model_directory_in_seconds(tmp_pa
     start = time.monotonic()
     argv = ["check", "--params", str(params), "--gpu-gib", "80"]
     if damage == "weightless":
-        run = subprocess.run([sys.executable, "-m", "decision_pipeline.preflight", *argv], capture_output=True,
+        run = subprocess.run([sys.executable, "-m", "decision_pipeline", "preflight", *argv], capture_output=True,
                              text=True, cwd=ROOT, timeout=120)
     else:
         run = _check_main(argv, capsys, monkeypatch)

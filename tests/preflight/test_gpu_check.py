@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CMD = [sys.executable, "-m", "decision_pipeline.preflight.gpu_check"]
+CMD = [sys.executable, "-m", "decision_pipeline", "gpu-check"]
 STAGES = ["items", "base_model", "generate", "select_chains", "sft", "calibrate", "evaluate", "rl", "s1mb_data",
           "s1mb"]
 
@@ -29,7 +29,7 @@ def _newer_than(start: float) -> list[str]:
 
 def test_make_target_runs_the_module():
     text = (ROOT / "Makefile").read_text()
-    assert re.search(r"^gpu-check: \$\(STAMP\)\n\t\$\(PY\) -m decision_pipeline\.preflight\.gpu_check "
+    assert re.search(r"^gpu-check: \$\(STAMP\)\n\t\$\(PY\) -m decision_pipeline gpu-check "
                      r"\$\(if \$\(TINY\),--tiny\)", text, re.M)
     assert "gpu-check" in next(line for line in text.splitlines() if line.startswith(".PHONY"))
 

@@ -18,7 +18,7 @@ def spied(tmp_path_factory):
     """One tiny smoke run with JointSFTTrainer.compute_loss and GRPOTrainer._compute_loss spied on."""
     from trl import GRPOTrainer
 
-    from decision_pipeline.decision.sft_data import JointSFTTrainer
+    from decision_pipeline.decision.sft.trainer import JointSFTTrainer
     from decision_pipeline.preflight.smoke import smoke
     calls: dict[str, list] = {"sft": [], "grpo": []}
     real_sft, real_grpo = JointSFTTrainer.compute_loss, GRPOTrainer._compute_loss
@@ -51,6 +51,23 @@ def test_sft_step_is_the_joint_trainers_loss(spied):
     assert all(torch.is_tensor(c[2]) and c[2].requires_grad for c in calls["sft"])
     sft = next(r for r in rows if r.stage == "sft")
     assert sft.tokens == 2 * 2 * 2 * 96 and sft.detail["loss"] == "joint"
+    assert sft.detail["chunk"] == 32          # three chunks per row: the chunked loss under the real trainer
+
+
+def test_heldout_shapes_are_the_tables_held_out_rows():
+    """`--shapes heldout` measures exactly the measured table's held-out rows, in its order, with each row's
+    LoRA rank and chunk (what `preflight record` matches them back by)."""
+    from decision_pipeline.preflight.measured import H200, load
+    from decision_pipeline.preflight.profile import profile_params
+    from decision_pipeline.preflight.smoke import shape_plan
+    held = [r for r in load(H200)["memory"] if r["set"] == "held_out"]
+    plan = shape_plan(profile_params("gpu", ROOT), tiny=False, shapes="heldout")
+    assert [p[0] for p in plan] == [r["stage"] for r in held]
+    sft = [p for p in plan if p[0] == "sft"]
+    assert sft == [("sft", r["rows"], r["length"], 1, r["lora_r"], r["chunk"]) for r in held if r["stage"] == "sft"]
+    grpo = [p for p in plan if p[0] == "grpo"]
+    assert grpo == [("grpo", r["micro"], r["prompt"], r["completion"], r["lora_r"]) for r in held
+                    if r["stage"] == "grpo"]
 
 
 def test_grpo_step_is_trls_loss_with_the_profiles_loss_type(spied):

@@ -26,7 +26,7 @@ def built(tmp_path_factory) -> tuple[Path, dict, float]:
     """One build of the unchanged fixture tree (as run_root holds it): (root, counts, seconds the build took).
     The tests that only read a complete default report share it rather than each rebuilding the same inputs
     into the same outputs; a test that changes anything copies the tree or uses run_root."""
-    from decision_pipeline.reporting.build import build_report
+    from decision_pipeline.reporting.report.build import build_report
     root = tmp_path_factory.mktemp("built") / "run"
     shutil.copytree(FIXTURES, root)
     shutil.copy2(ROOT / "dvc.yaml", root / "dvc.yaml")

@@ -1,5 +1,5 @@
 """The real review app over real HTTP, for the tests that must not go through Flask's test client:
-`python -m decision_pipeline.review_ui` (waitress) in a subprocess on a free 127.0.0.1 port, and a
+`python -m decision_pipeline review-ui` (waitress) in a subprocess on a free 127.0.0.1 port, and a
 small cookie-keeping HTTP client that can speak from another loopback address (127.0.0.2, ...) so
 the per-address sign-in throttle can be told apart from the per-name one."""
 from __future__ import annotations
@@ -41,8 +41,8 @@ class LiveServer:
     secrets: dict[str, str] = field(default_factory=dict)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
-        """`python -m decision_pipeline.review_ui ARGS` on this server's live store, as a lead runs it."""
-        return subprocess.run([sys.executable, "-m", "decision_pipeline.review_ui", *args], cwd=self.cwd,
+        """`python -m decision_pipeline review-ui ARGS` on this server's live store, as a lead runs it."""
+        return subprocess.run([sys.executable, "-m", "decision_pipeline", "review-ui", *args], cwd=self.cwd,
                               env=self.env, capture_output=True, text=True, timeout=120)
 
     def cpu_seconds(self) -> float:
@@ -65,12 +65,12 @@ def live_server(tmp_path: Path, names: tuple[str, ...] = ("ada", "ben"),
                REVIEW_CHARTER=CHARTER, REVIEW_UI_PORT=str(port), PYTHONPATH=pythonpath or str(ROOT))
     made = {}
     for name in names:  # the printed secret is what a reviewer types
-        out = subprocess.run([sys.executable, "-m", "decision_pipeline.review_ui", "add-reviewer", name],
+        out = subprocess.run([sys.executable, "-m", "decision_pipeline", "review-ui", "add-reviewer", name],
                              cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
         made[name] = out.stdout.strip().splitlines()[-1]
     log_path = tmp_path / "server.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "decision_pipeline.review_ui"], cwd=tmp_path, env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "decision_pipeline", "review-ui"], cwd=tmp_path, env=env,
                                 stdout=log, stderr=subprocess.STDOUT)
         server = LiveServer(f"http://127.0.0.1:{port}", port, str(live), env, tmp_path, proc, made)
         try:

@@ -1,4 +1,4 @@
-"""End to end in a real headless browser: the real app (`python -m decision_pipeline.review_ui`)
+"""End to end in a real headless browser: the real app (`python -m decision_pipeline review-ui`)
 on a free 127.0.0.1 port in a subprocess, Debian's chromium driven by Selenium.
 
 Signs in (an empty name first), loads the queue, fills the rubric, lets the autosave

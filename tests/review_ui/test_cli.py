@@ -9,7 +9,7 @@ from tests.review_ui.review_helpers import filled_form, make_annotations, rows, 
 from decision_pipeline.charter import store
 from decision_pipeline.charter.rubric import DIMENSIONS, VOICES
 from decision_pipeline.review_ui import queries
-from decision_pipeline.review_ui.__main__ import export_path, main
+from decision_pipeline.review_ui.cli import export_path, main
 
 
 def _live(tmp_path, monkeypatch) -> str:

@@ -12,7 +12,7 @@ from decision_pipeline.charter.annotate import AgreementParams, agreement, build
 from decision_pipeline.charter.checks import split_voices
 from decision_pipeline.charter.reviews import ReviewerParams, ReviewsParams
 from decision_pipeline.review_ui import queries
-from decision_pipeline.review_ui.__main__ import main
+from decision_pipeline.review_ui.cli import main
 
 
 def test_ui_reviews_drive_kappa(tmp_path, monkeypatch, ada, ben, store_path):

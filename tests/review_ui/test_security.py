@@ -112,7 +112,7 @@ def test_an_edit_from_a_stale_tab_gets_409_with_the_newer_text(ada, store_path):
 def test_add_reviewer_prints_a_secret_the_store_only_hashes(tmp_path):
     store_file = tmp_path / "live.sqlite"
     env = {**os.environ, "REVIEW_STORE": str(store_file), "PIPELINE_QUIET": "1"}
-    cmd = [sys.executable, "-m", "decision_pipeline.review_ui", "add-reviewer", "Grace"]
+    cmd = [sys.executable, "-m", "decision_pipeline", "review-ui", "add-reviewer", "Grace"]
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     secret = out.stdout.strip().splitlines()[-1]

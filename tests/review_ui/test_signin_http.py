@@ -1,5 +1,5 @@
 """Sign-in throttling, server-side sign-out, account reset/removal and version-less edits, over real
-HTTP against the real app (`python -m decision_pipeline.review_ui`, waitress, a subprocess on 127.0.0.1).
+HTTP against the real app (`python -m decision_pipeline review-ui`, waitress, a subprocess on 127.0.0.1).
 
 Issue #33 must-show: the app answers the 6th wrong secret in a minute with 429, and a cookie copied
 before sign-out with a redirect to sign-in.
@@ -16,7 +16,7 @@ from tests.review_ui.review_helpers import filled_form, rows, url
 from decision_pipeline.review_ui import queries
 from decision_pipeline.review_ui.throttle import LOCKOUT_S, MAX_FAILURES, WINDOW_S
 
-SERVER_THREADS = 8     # waitress threads in `python -m decision_pipeline.review_ui`
+SERVER_THREADS = 8     # waitress threads in `python -m decision_pipeline review-ui`
 
 
 @pytest.fixture()

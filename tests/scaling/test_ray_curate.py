@@ -20,7 +20,7 @@ from decision_pipeline.common.io import write_table
 from decision_pipeline.common.params import from_dict
 from decision_pipeline.common.profiles import merged_profile
 from decision_pipeline.curation.documents import DEV_SCHEMA, POOL_SCHEMA, REGISTERS, generate_dev, generate_pool
-from decision_pipeline.decision.item_splits import ItemsParams, build_items
+from decision_pipeline.questions.splits import ItemsParams, build_items
 from decision_pipeline.questions.schema import QUESTION_SCHEMA
 from tests.scaling.ray_local import listening_hosts
 

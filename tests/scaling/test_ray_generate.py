@@ -20,8 +20,8 @@ import yaml
 from decision_pipeline.common.io import write_table
 from decision_pipeline.common.params import from_dict
 from decision_pipeline.common.profiles import merged_profile
-from decision_pipeline.decision.item_splits import ItemsParams, build_items
-from decision_pipeline.decision.ray_generation import pending_chunks
+from decision_pipeline.questions.splits import ItemsParams, build_items
+from decision_pipeline.decision.generate.ray_generation import pending_chunks
 from decision_pipeline.questions.schema import QUESTION_SCHEMA
 from tests.scaling.ray_local import loopback_env
 

@@ -50,7 +50,9 @@ Aggregation (§5-7, 0-1 scale)
     ``task_avg(task_scores)``, ``borda(models, category) -> {model: float | None}``,
     ``leaderboard(models, category)``, ``display(x) -> "12.34" | "N/A"``.
 Result files (§3.4)
-    ``build_result(definition, cases, predictions, *, run_id, model, ...) -> dict``,
+    ``build_result(definition, cases, predictions, *, run_id, model, ..., machine=True) -> dict``
+    (``machine=False`` leaves python/platform out: byte-identical results on every machine),
+    ``machine_environment()``,
     ``check_result(result)`` (schema), ``verify_result(result, cases, definition=None)``
     (recompute to 1e-8), ``summarize_result(result, definition=None) -> BenchmarkScore``
     (viewer consistency check + eligibility), ``read_result(path)``,
@@ -62,7 +64,7 @@ Strict JSON
     ``read_json(path)``, ``write_json(path, value)``, ``loads_strict(text)``:
     NaN/Infinity and duplicate keys rejected; ``.json.xz`` compressed; 64 MiB cap.
 Command line
-    ``python -m decision_pipeline.bench.s1mb metrics FILE.jsonl`` and ``... aggregate FILE.json``.
+    ``python -m decision_pipeline s1mb metrics FILE.jsonl`` and ``... aggregate FILE.json``.
 """
 from .aggregate import (
     BenchmarkScore, borda, category_tasks, display, eligible, leaderboard, task_avg, task_scores,
@@ -87,8 +89,8 @@ from .records import (
 )
 from .reference import reference_metrics
 from .results import (
-    EVALUATOR_VERSION, build_result, check_result, read_result, summarize_result, verify_result,
-    write_result,
+    EVALUATOR_VERSION, build_result, check_result, machine_environment, read_result, summarize_result,
+    verify_result, write_result,
 )
 
 __all__ = [
@@ -102,5 +104,5 @@ __all__ = [
     "PreparedBenchmark", "prepare", "prepare_benchmark", "score_prepared",
     "Decision", "Option", "Prediction", "Question", "Target", "check_probabilities",
     "parse_prediction", "reference_metrics", "EVALUATOR_VERSION", "build_result", "check_result",
-    "read_result", "summarize_result", "verify_result", "write_result",
+    "machine_environment", "read_result", "summarize_result", "verify_result", "write_result",
 ]

@@ -1,4 +1,4 @@
-"""Command line: ``python -m decision_pipeline.bench.s1mb {metrics,aggregate} FILE``.
+"""Command line: ``python -m decision_pipeline s1mb {metrics,aggregate} FILE``.
 
 ``metrics FILE.jsonl``   one judgment per line -> ``{benchmark: {metric: value}}``
 ``aggregate FILE.json``  ``{model: {benchmark: {task, adjusted, eligible?, complete?}}}``
@@ -272,7 +272,7 @@ def aggregate_table(path: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m decision_pipeline.bench.s1mb", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m decision_pipeline s1mb", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     metrics = commands.add_parser("metrics", help="per-benchmark metrics from a judgments JSONL file")

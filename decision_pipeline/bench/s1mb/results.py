@@ -25,7 +25,7 @@ from .metrics import adjusted_score, score_decisions
 from .records import Case, Prediction, parse_prediction
 
 __all__ = [
-    "EVALUATOR_VERSION", "build_result", "check_result", "verify_result",
+    "EVALUATOR_VERSION", "build_result", "machine_environment", "check_result", "verify_result",
     "summarize_result", "read_result", "write_result", "check_params",
 ]
 
@@ -50,19 +50,22 @@ def build_result(
     created_at: str | None = None,
     evaluator_version: str = EVALUATOR_VERSION,
     environment: Mapping[str, Any] | None = None,
+    machine: bool = True,
 ) -> dict[str, Any]:
     """A §3.4 result dict for one run: counts, status, metrics and input hashes filled in.
 
     ``cases`` are the benchmark's cases (all of them, even under a ``--limit``);
-    ``environment`` adds keys such as ``dataset_source`` to python/platform/input_hashes.
+    ``environment`` adds keys such as ``dataset_source`` to input_hashes and, with ``machine``
+    (upstream's shape), python/platform. The pipeline passes ``machine=False``: its result files are
+    DVC outputs, and a kernel or Python version in them changes their bytes (and dvc.lock) on every
+    other machine; the stage keeps ``machine_environment()`` in its run-local timings file instead.
     """
     decisions = benchmark_decisions(definition, cases)
     preds = list(predictions)
     metrics = score_decisions(definition.task, decisions, preds, benchmark_id=definition.id)
     succeeded = sum(p.probabilities is not None for p in preds)
     env: dict[str, Any] = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
+        **(machine_environment() if machine else {}),
         "input_hashes": {c.case_id: c.input_hash for c in cases if any(q.task == definition.task for q in c.questions)},
     }
     env.update(environment or {})
@@ -84,6 +87,11 @@ def build_result(
     }
     check_result(result)
     return result
+
+
+def machine_environment() -> dict[str, str]:
+    """What identifies the machine a result was computed on: the Python version and the platform string."""
+    return {"python": platform.python_version(), "platform": platform.platform()}
 
 
 def _model_info(model: Mapping[str, Any]) -> dict[str, Any]:
