@@ -26,10 +26,14 @@ ALPHA = 1 - CONFIDENCE
 POWER = 0.8
 
 
-def _t(q: float, df: int) -> float:
+def t_quantile(q: float, df: int) -> float:
+    """Student's t quantile (scipy imported on first use: the report imports this module)."""
     from scipy.stats import t
 
     return float(t.ppf(q, df))
+
+
+_t = t_quantile
 
 
 def _p_two_sided(t_stat: float, df: int) -> float:
@@ -43,12 +47,23 @@ def _sig(x: float | None, digits: int = 4) -> float | None:
     return None if x is None else float(f"{x:.{digits}g}")
 
 
+def mde(sd: float | None, n: int, alpha: float = ALPHA, power: float = POWER) -> float | None:
+    """The smallest mean paired difference a two-sided t-test at `alpha` over `n` runs detects with `power`
+    (the normal-shift approximation with t quantiles at n - 1 degrees of freedom); None below 2 runs."""
+    if sd is None or n < 2 or not math.isfinite(sd):
+        return None
+    return (_t(1 - alpha / 2, n - 1) + _t(power, n - 1)) * sd / math.sqrt(n)
+
+
 def n_to_detect(diff: float | None, sd: float | None, alpha: float = ALPHA, power: float = POWER,
-                n_max: int = 10_000) -> int | None:
+                n_max: int = 10_000, noise: float | None = None) -> int | None:
     """The smallest n whose two-sided t-test at `alpha` detects a mean paired difference `diff` with
     `power` (the normal-shift approximation with t quantiles at n - 1 degrees of freedom); None when
-    there is no difference to detect (diff 0 or missing) or it needs more than `n_max` runs."""
+    there is no difference to detect (diff 0 or missing), it needs more than `n_max` runs, or `diff` does
+    not exceed `noise` (the rule's second condition, which no number of runs changes)."""
     if diff is None or sd is None or diff == 0 or not math.isfinite(diff) or not math.isfinite(sd):
+        return None
+    if noise is not None and abs(diff) <= noise:
         return None
     if sd == 0:
         return 2
@@ -75,16 +90,16 @@ def seed_verdict(diffs: Sequence[float], noise: float | None = None, noise_sourc
                 "reason": "no paired runs"}
     mean = sum(d) / n
     sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1)) if n > 1 else None
-    lo = hi = mde = p = None
+    lo = hi = size = p = None
     if sd is not None:
         half = _t(0.5 + CONFIDENCE / 2, n - 1) * sd / math.sqrt(n)
         lo, hi = mean - half, mean + half
-        mde = (_t(0.5 + CONFIDENCE / 2, n - 1) + _t(POWER, n - 1)) * sd / math.sqrt(n)
+        size = mde(sd, n)
         p = (1.0 if mean == 0 else 0.0) if sd == 0 else _p_two_sided(mean / (sd / math.sqrt(n)), n - 1)
     noise = sd if noise is None else float(noise)
     rnd = (lambda v: None if v is None else round(v, digits))
-    out.update(diff=rnd(mean), ci_low=rnd(lo), ci_high=rnd(hi), sd=rnd(sd), mde80=rnd(mde), p=_sig(p),
-               n_to_detect=n_to_detect(mean, sd), noise=rnd(noise), noise_source=noise_source)
+    out.update(diff=rnd(mean), ci_low=rnd(lo), ci_high=rnd(hi), sd=rnd(sd), mde80=rnd(size), p=_sig(p),
+               n_to_detect=n_to_detect(mean, sd, noise=noise), noise=rnd(noise), noise_source=noise_source)
     if n < n_min:
         return {**out, "detected": False, "verdict": "not tested",
                 "reason": f"{n} paired run(s), fewer than the {n_min} a verdict needs"}
@@ -119,7 +134,9 @@ def family_verdicts(verdicts: dict[str, dict], alpha: float = ALPHA) -> dict[str
     per-comparison rule (n >= n_min, the difference beyond its noise), an adjusted p below `alpha`;
     the raw interval stays as the 95% CI. `n_to_detect` is recomputed at the Bonferroni level
     alpha / m (the most a Holm step asks), so it says how many runs would make the mean a finding
-    of this family."""
+    of this family (None where the mean does not exceed its noise: no n makes that a finding), and
+    `mde80_family` is the smallest mean this family's rule detects with 80% power at this n: the
+    t-test's at alpha / m, or the noise when that is larger."""
     names = list(verdicts)
     adjusted = holm([verdicts[n].get("p") for n in names])
     m = sum(p is not None for p in adjusted)
@@ -128,7 +145,11 @@ def family_verdicts(verdicts: dict[str, dict], alpha: float = ALPHA) -> dict[str
         v = dict(verdicts[name])
         v.update(p_adjusted=_sig(p_adj), adjustment=f"holm over {m}", family_size=m)
         if v.get("diff") is not None and v.get("sd") is not None and m:
-            v["n_to_detect"] = n_to_detect(v["diff"], v["sd"], alpha=alpha / m)
+            v["n_to_detect"] = n_to_detect(v["diff"], v["sd"], alpha=alpha / m, noise=v.get("noise"))
+        size = mde(v.get("sd"), int(v.get("n") or 0), alpha=alpha / m) if m else None
+        if size is not None and v.get("noise") is not None:
+            size = max(size, float(v["noise"]))
+        v["mde80_family"] = None if size is None else round(size, 4)
         if v["verdict"] == "detected" and (p_adj is None or p_adj >= alpha):
             v.update(detected=False, verdict="not detected",
                      reason=f"the 95% interval excludes 0 (p {v['p']:.2g}) but not after correcting for the "

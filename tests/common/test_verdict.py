@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from decision_pipeline.common.verdict import family_verdicts, holm, n_to_detect, seed_verdict
+from decision_pipeline.common.verdict import family_verdicts, holm, mde, n_to_detect, seed_verdict
 
 
 def test_holm_hand_computed():
@@ -48,3 +48,32 @@ def test_not_tested_has_no_p_or_n():
     v = seed_verdict([])
     assert v["p"] is None and v["n_to_detect"] is None
     assert not math.isnan(seed_verdict([1.0, 1.0])["p"])
+
+
+def test_mde_hand_computed():
+    # sd 1, n 10: (t(0.975, 9) 2.2622 + t(0.8, 9) 0.8834) / sqrt(10) = 0.9947
+    assert mde(1.0, 10) == pytest.approx(0.9947, abs=1e-4)
+    assert mde(1.0, 1) is None and mde(None, 10) is None
+    assert mde(1.0, 10, alpha=0.05 / 13) > mde(1.0, 10)
+
+
+def test_no_number_of_runs_detects_a_mean_inside_its_noise():
+    # the rule's second condition (|mean| > noise) does not shrink with n, so no n is named
+    assert n_to_detect(0.5, 1.0, noise=1.0) is None
+    assert n_to_detect(1.5, 1.0, noise=1.0) == n_to_detect(1.5, 1.0)
+    inside = seed_verdict([0.3, -0.1, 0.4, 0.0, 0.2, -0.2])    # mean 0.1, sd 0.2366: |mean| < sd
+    assert inside["n_to_detect"] is None
+
+
+def test_family_mde_is_the_adjusted_tests_or_the_noise():
+    # per_run 1..6: mean 3.5, sd 1.8708, n 6; at alpha 0.05/2: (t(0.9875, 5) 3.1634 + t(0.8, 5) 0.9195)
+    # * 1.8708 / sqrt(6) = 3.1185 > the noise 1.8708
+    a = seed_verdict([1, 2, 3, 4, 5, 6])
+    b = seed_verdict([0.1, 0.2, 0.1, 0.2, 0.1, 0.2])
+    out = family_verdicts({"a": a, "b": b})
+    assert out["a"]["mde80_family"] == pytest.approx(3.1185, abs=1e-3)
+    # b: sd 0.05477, mde at 0.025 is 0.0913 > noise 0.0548
+    assert out["b"]["mde80_family"] == pytest.approx(0.0913, abs=1e-3)
+    # a family of one: the unadjusted mde80, or the noise where that is larger
+    one = family_verdicts({"a": a})["a"]
+    assert one["mde80_family"] == pytest.approx(max(a["mde80"], a["noise"]), abs=1e-4)
