@@ -26,7 +26,7 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.yamlio import load_yaml
 
 STRING = re.compile(r'"[^"]*"')
-REF = re.compile(r"(?<![\w.])([A-Za-z_][\w.-]*(?:/[\w.-]+)*):((?:[\w>-]+|\*)(?:\.(?:[\w>-]+|\*))*)")
+REF = re.compile(r"(?<![\w.])([A-Za-z_][\w.-]*(?:/[\w.-]+)*):((?:[\w>/-]+|\*)(?:\.(?:[\w>/-]+|\*))*)")
 MINUS = "\u2212"
 
 
