@@ -205,7 +205,7 @@ SUMMARY_COLS = [120, 76, 82, 66, FRAME_W - 344]
 def claims_page(claims: list, n_min: int | None) -> list:
     """The claims file as a table: verdict, n, mean [t-interval], raw and Holm p, noise, what detection needs."""
     head = [p(h, "small") for h in ("comparison: verdict", "n", "mean [95% t-interval]", "p raw / Holm",
-                                    "SD of the difference", "mde80 family / runs to detect", "why")]
+                                    "SD over the runs", "mde80 family / runs to detect", "why")]
     data = [head]
     for c in claims:
         runs = str(c.n_to_detect) if c.n_to_detect is not None else "none" if c.verdict != "detected" else "\u2014"
@@ -227,7 +227,7 @@ def claims_page(claims: list, n_min: int | None) -> list:
     return _one_page([p("Claims", "h1"), p("From metrics/claims.json. " + rule, "small"), Spacer(1, 4), table])
 
 
-CLAIMS_COLS = [128, 18, 80, 48, 40, 52, FRAME_W - 366]
+CLAIMS_COLS = [126, 18, 78, 48, 44, 52, FRAME_W - 366]
 
 
 def _image(path: Path, max_h: float) -> Image:
