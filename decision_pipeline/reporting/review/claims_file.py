@@ -3,12 +3,14 @@
 Why: the claims file keeps every comparison's paired difference per whole-chain run (`per_run`), so
 its verdicts can be recomputed without the experiment refs: `noise-study --rejudge` rereads the file,
 checks it, judges each comparison by common/verdict.py and the family by Holm, and rewrites it
-atomically. `--collect` uses the same `judge_family`, so a collected and a rejudged file agree.
+atomically. `--collect` uses the same `judge_family`, so a collected and a rejudged file agree. `make review` lists the
+claims' verdicts beside the base's (`review_section`), a flipped one marked.
 """
 from __future__ import annotations
 
 import json
 import math
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,13 +18,14 @@ from typing import Any
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.common.verdict import ALPHA, N_MIN, family_verdicts, seed_verdict
-from decision_pipeline.reporting.report.claims import WHOLE_CHAIN, check_claims, parse_terms
+from decision_pipeline.reporting.report.claims import WHOLE_CHAIN, check_claims, parse_terms, verdict_cell
 
 NOISE_SOURCE = "whole-chain reruns: sd of the difference"
 #: what each comparison carries into a rejudge; everything else is recomputed
 KEPT = ("label", "metric", "per_run", "runs", "noise_source")
 #: the per-run values are judged as written (rounded), so a rejudge of a collected file changes nothing
 DIGITS = 4
+DASH = "\u2014"
 
 
 def judge_family(entries: Mapping[str, Mapping[str, Any]], n_min: int = N_MIN) -> dict[str, dict]:
@@ -93,4 +96,33 @@ def rejudge_file(path: Path) -> dict:
         raise PipelineError(f"{path}: not valid UTF-8 JSON ({exc}); collect the study again") from None
     out = rejudge(data, str(path))
     write_text_atomic(path, json.dumps(out, indent=1, sort_keys=True) + "\n")
+    return out
+
+
+def claims_at(rev: str, path: str = "metrics/claims.json") -> dict | None:
+    """The claims file as committed at `rev` (None when it has none or it is not JSON)."""
+    proc = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return None
+
+
+def review_section(base: str, base_data: dict | None, work_data: dict | None, path: str = "metrics/claims.json") -> list[str]:
+    """The review's claims: each comparison's verdict in the workspace (on the Holm-adjusted p over the family)
+    beside the base's, a flipped verdict marked, so a change that moves a finding says so. The base is read
+    leniently (it may predate the family fields); the workspace file is checked as the report checks it."""
+    if work_data is None:
+        return []
+    claims = check_claims(work_data, path)[1]
+    before = {name: c.get("verdict") for name, c in ((base_data or {}).get("comparisons") or {}).items()
+              if isinstance(c, dict)}
+    out = ["", f"### Claims (`{path}`, Holm's correction over the {claims[0].family_size} comparisons)", "",
+           f"| comparison | {base} | workspace (Holm-adjusted p) | |", "|---|---|---|---|"]
+    for c in claims:
+        old = before.get(c.name)
+        mark = "" if old is None or old == c.verdict else "**verdict changed**"
+        out.append(f"| {c.label} | {old or DASH} | {verdict_cell(c.verdict, c.p_adjusted)} | {mark} |")
     return out

@@ -98,3 +98,17 @@ def test_the_rejudge_verb_rewrites_the_file(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "1 comparisons rejudged, 1 detected" in run.stdout      # a family of one: Holm is the raw p
     assert json.loads(path.read_text())["comparisons"]["a"]["p_adjusted"] == pytest.approx(0.02490, abs=1e-5)
+
+
+def test_the_review_lists_each_verdict_beside_the_base_and_marks_a_flip():
+    from decision_pipeline.reporting.review.claims_file import review_section
+    work = rejudge(_file(strong=[0.3, 0.1, 0.2, 0.25, 0.15], weak=[3, 1, 4, 1, 5], null=[1, -1, 0.5, -0.5, 0.2],
+                         null2=[1, -1, 0.5, -0.5, 0.2]), "claims.json")
+    base = {"comparisons": {"strong": {"verdict": "detected"}, "weak": {"verdict": "detected"}}}   # before Holm
+    lines = review_section("main", base, work)
+    assert "Holm's correction over the 4 comparisons" in lines[1]
+    row = {ln.split(" | ")[0].lstrip("| "): ln for ln in lines if ln.startswith("| ") and "---" not in ln}
+    assert row["weak"] == "| weak | detected | not detected (Holm p 0.075) | **verdict changed** |"
+    assert row["strong"].endswith("| detected | detected (Holm p 0.019) |  |")
+    assert row["null"].startswith("| null | \u2014 |")                     # the base did not judge it
+    assert review_section("main", base, None) == []                        # no claims file: no section
