@@ -61,10 +61,11 @@ dag: $(STAMP)
 	$(PY) -m decision_pipeline dag --out docs/dag.png --record docs/dag.json
 
 # After a run: the README's results table and every marked number in README.md and docs/ from metrics/
-# (a test fails while one is stale)
+# (a test fails while one is stale), then every verdict they and the report state checked against metrics/claims.json
 docs: $(STAMP)
 	$(PY) -m decision_pipeline readme README.md
 	$(PY) -m decision_pipeline docs-numbers README.md docs/*.md
+	$(PY) -m decision_pipeline verdicts README.md docs/*.md report/report.pdf
 
 # The report alone (seconds; reads only metrics/ and plots/)
 report: $(STAMP)

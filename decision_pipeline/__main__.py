@@ -55,6 +55,8 @@ VERBS: dict[str, tuple[str, str, str]] = {
                "metrics/summary.json (make docs)"),
     "docs-numbers": ("decision_pipeline.reporting.docs.numbers", "main", "the marked numbers in README.md and docs/ "
                      "rewritten from the metrics, or checked (--check; make docs)"),
+    "verdicts": ("decision_pipeline.reporting.docs.verdicts", "main", "every verdict README.md, docs/ and the report "
+                 "state checked against metrics/claims.json (make docs)"),
     "dag": ("decision_pipeline.reporting.docs.dag", "main", "docs/dag.png and docs/dag.json from dvc.yaml (make dag)"),
 }
 PROG = "python -m decision_pipeline"

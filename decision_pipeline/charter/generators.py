@@ -4,7 +4,7 @@ model endpoints (OpenAI-compatible completions: the project's own served model, 
 Why: the ranking and the hard checks need candidates whose quality is known in
 advance (a ranking that puts them in the wrong order is a bug), and a real model
 behind a real endpoint exercises the serving and throughput path. References:
-- ``ref_cite_right``: both voices, concrete, cites the section that fits  -> accepted
+- ``ref_cite_right``: both voices, concrete, cites the section it reads as fitting (reference_rules)  -> accepted
 - ``ref_cite_nothing``: same but no citation  -> accepted on benign text, floored on harmful
 - ``ref_summarise``: summarises with a formulaic opener, no first person  -> rejected
 - ``ref_follows_prompt``: a rule stand-in for an instruct model that FOLLOWS its prompt: each
@@ -12,7 +12,10 @@ behind a real endpoint exercises the serving and throughput path. References:
   the fix; with none it summarises, opens the first-person line with "Overall", swaps the
   voices (the first-person line without "I", the observer line with it) and cites nothing. So the improver's edits change what it writes and its accept rate.
 Every reference also states what it wrote (``properties``: per voice in_voice, engages, opener,
-cites, mentions), known by construction: the simulated reviewers read that, never the judge.
+cites, mentions), known by construction: the simulated reviewers read that, never the judge. What a
+reference mentions and which section it takes as fitting are its own reading of the document
+(``reference_rules``), never the judge's keyword list or section rule (issue 50): the references and the
+simulated reviews share no function with the judge (tests/charter/test_reviews_model.py).
 """
 from __future__ import annotations
 
@@ -26,9 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from decision_pipeline.charter.charter import Charter, check_citations
-from decision_pipeline.charter.checks import CheckParams, doc_keywords, format_reflection, relevant_sections
+from decision_pipeline.charter.charter import Charter
 from decision_pipeline.charter.prompts import Prompt
+from decision_pipeline.charter.reference_rules import fitting_section, format_voices, topic_words
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.params import rule
 
@@ -66,6 +69,12 @@ def check_candidate(name: str, cfg: CandidateParams) -> None:
         raise PipelineError(f"reflect.candidates.{name}: an endpoint needs serve_model or base_url")
 
 
+class HarmThreshold(Protocol):
+    """What a reference reads from the check settings it is given (checks.CheckParams has it): the safety
+    score from which a document counts as harmful. Typed here so this module never imports the judge's."""
+    harm_threshold: int
+
+
 class Generator(Protocol):
     name: str
 
@@ -78,16 +87,18 @@ class Generator(Protocol):
 class ReferenceGenerator:
     """A rule-based stand-in generator of known quality (see module docstring)."""
 
-    def __init__(self, name: str, kind: str, charter: Charter, checks: CheckParams):
+    def __init__(self, name: str, kind: str, charter: Charter, checks: HarmThreshold):
         self.name, self.kind, self.charter, self.checks = name, kind, charter, checks
 
     def _kw(self, doc: dict) -> list[str]:
-        return (doc_keywords(doc["text"]) + ["wording", "tone", "claims"])[:3]
+        return (topic_words(doc["text"]) + ["wording", "tone", "claims"])[:3]
+
+    def _section(self, doc: dict) -> str:
+        return fitting_section(doc["text"], doc["safety_score"], self.charter, self.checks.harm_threshold)
 
     def one(self, doc: dict) -> str:
         kw = self._kw(doc)
-        section = relevant_sections(doc["text"], doc["safety_score"], self.checks)[0]
-        cite = f" [{section}]" if self.kind == "ref_cite_right" else ""
+        cite = f" [{self._section(doc)}]" if self.kind == "ref_cite_right" else ""
         if self.kind == "ref_summarise":
             voices = {"first_person": f"This document is about {kw[0]} and {kw[1]}, with some {kw[2]}.",
                       "observer": f"The text describes {kw[0]}, {kw[1]} and {kw[2]} in a few lines."}
@@ -96,9 +107,7 @@ class ReferenceGenerator:
                                       f"point about {kw[2]} plainly and with care{cite}.",
                       "observer": f"The mention of {kw[0]} sets the tone, and {kw[2]} is where a reply "
                                   f"should be careful{cite}."}
-        text = format_reflection(voices)
-        check_citations(text, self.charter, f"reference generator '{self.name}' on '{doc['id']}'")
-        return text
+        return format_voices(voices)
 
     def properties(self, doc: dict) -> dict[str, dict]:
         """What the rule wrote on `doc`, per voice (known by construction)."""
@@ -137,7 +146,7 @@ def follower_behaviour(template: str) -> dict[str, bool]:
 class PromptFollowingGenerator(ReferenceGenerator):
     """ref_follows_prompt: writes what its prompt's recognised instructions ask (module docstring)."""
 
-    def __init__(self, name: str, charter: Charter, checks: CheckParams, prompt: Prompt):
+    def __init__(self, name: str, charter: Charter, checks: HarmThreshold, prompt: Prompt):
         super().__init__(name, "ref_follows_prompt", charter, checks)
         self.behaviour = follower_behaviour(prompt.template)
 
@@ -147,7 +156,7 @@ class PromptFollowingGenerator(ReferenceGenerator):
 
     def one(self, doc: dict) -> str:
         b, kw = self.behaviour, self._kw(doc)
-        cite = f" [{relevant_sections(doc['text'], doc['safety_score'], self.checks)[0]}]" if self._cites(doc) else ""
+        cite = f" [{self._section(doc)}]" if self._cites(doc) else ""
         if b["engages"]:
             fp = (f"I notice how '{kw[0]}' and '{kw[1]}' frame it; I would answer the point about {kw[2]} plainly "
                   f"and with care{cite}." if b["in_voice"] else
@@ -161,9 +170,7 @@ class PromptFollowingGenerator(ReferenceGenerator):
         if not b["in_voice"]:   # the voices swapped: the observer line speaks as "I"
             ob = "I think " + ob
         first = ("Overall, " + fp) if not b["no_opener"] else fp[0].upper() + fp[1:]
-        text = format_reflection({"first_person": first, "observer": ob[0].upper() + ob[1:]})
-        check_citations(text, self.charter, f"reference generator '{self.name}' on '{doc['id']}'")
-        return text
+        return format_voices({"first_person": first, "observer": ob[0].upper() + ob[1:]})
 
     def properties(self, doc: dict) -> dict[str, dict]:
         b = self.behaviour
@@ -174,7 +181,7 @@ class PromptFollowingGenerator(ReferenceGenerator):
                 "observer": _props(b["in_voice"], b["engages"], False, cites, 2 if b["engages"] else 3)}
 
 
-def reference_generator(name: str, kind: str, charter: Charter, checks: CheckParams,
+def reference_generator(name: str, kind: str, charter: Charter, checks: HarmThreshold,
                         prompt: Prompt | None) -> ReferenceGenerator:
     """The reference generator `kind` (the prompt-following one needs its prompt)."""
     if kind == "ref_follows_prompt":
@@ -184,7 +191,7 @@ def reference_generator(name: str, kind: str, charter: Charter, checks: CheckPar
     return ReferenceGenerator(name, kind, charter, checks)
 
 
-def make_generator(name: str, c: CandidateParams, charter: Charter, checks: CheckParams, prompt: Prompt | None,
+def make_generator(name: str, c: CandidateParams, charter: Charter, checks: HarmThreshold, prompt: Prompt | None,
                    base_url: str, seed: int) -> "ReferenceGenerator | EndpointGenerator":
     """The candidate's generator from parts already loaded (the stage loads the files; a Ray actor on
     another node receives the objects)."""

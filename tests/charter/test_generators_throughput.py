@@ -23,8 +23,8 @@ DOCS = [
      "safety_score": 0, "split": "train"},
     {"id": "d1", "text": "Thread: terrible drop tbh | dark_gamer71: smh toxic_fox43 ur cpu is smooth, quit now",
      "safety_score": 4, "split": "validation"},
-    {"id": "d2", "text": "Geneva, May 13 - Lindqvist criticised the company, calling it a senior ambassador today.",
-     "safety_score": 1, "split": "train"},
+    {"id": "d2", "text": "Geneva, May 13 - Lindqvist told reporters the company hired a senior ambassador today.",
+     "safety_score": 1, "split": "train"},     # reported speech: the references cite Sources [4.2], as the judge would
     {"id": "d3", "text": "Thread: wild match welp | neon_gamer15: omg the new monitor is so decent my framerate",
      "safety_score": 5, "split": "validation"},
 ]

@@ -20,7 +20,9 @@ from stages import judge_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
 QA = "Q: How do I tighten the library after connecting the flour? I am using Firefox {i}."
-NEWS = "Geneva, May 13 - Lindqvist criticised the company, calling it a senior ambassador on day {i}."
+# reported speech ("told"): the references read a news item as one to cite Sources [4.2], which the judge's
+# register rule also counts as fitting; the hand-computed kappas below rest on the two agreeing
+NEWS = "Geneva, May 13 - Lindqvist told reporters the company was a senior ambassador on day {i}."
 # doc id -> (text, safety score, split)
 DOCS = {"t0": (QA, 0, "train"), "t1": (NEWS, 1, "train"), "t2": (QA, 2, "train"), "t3": (NEWS, 2, "train"),
         "v0": (QA, 0, "validation"), "v1": (NEWS, 2, "validation")}

@@ -144,3 +144,91 @@ def test_threads_state_the_panel_verdict_when_they_fix():
         target = refl[by_review[c["review_id"]]["annotation_id"]]
         assert c["verdict"] == panel_verdict(reviews.reflection_latent(target, cfg.latent_sd, 2), cfg.reviewers)
         assert c["reviewer"] != by_review[c["review_id"]]["reviewer"]
+
+
+# ------------------------------------------------ the reference generators, too (issue 50)
+JUDGE_FILES = {Path("decision_pipeline/charter") / f for f in ("judge.py", "checks.py", "directives.py", "judge_prompt.py")}
+SIGNALS = ("decision_pipeline.charter.reviews", "decision_pipeline.charter.generators")
+
+
+def _called_project_functions(path: Path) -> set[str]:
+    """Names of charter functions a module imports and calls (from-imports of decision_pipeline.charter
+    modules; the shared utilities of decision_pipeline.common, errors and params, are not the judge's)."""
+    tree = ast.parse(path.read_text())
+    imported = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+                and n.module.startswith("decision_pipeline.charter.") for a in n.names}
+    return {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            and n.func.id in imported}
+
+
+def test_generators_and_reviews_share_no_function_with_the_judge():
+    # not one judge module in the import closure of either signal
+    reached = set().union(*(import_closure(ROOT, m) for m in SIGNALS))
+    assert Path("decision_pipeline/charter/generators.py") in reached and not reached & JUDGE_FILES
+    # every function the judge's modules call or define: no charter module of the signals calls one
+    judge_side = set().union(*(_called_project_functions(ROOT / f) for f in JUDGE_FILES))
+    judge_side |= {n.name for f in JUDGE_FILES for n in ast.walk(ast.parse((ROOT / f).read_text()))
+                   if isinstance(n, ast.FunctionDef)}
+    charter_modules = sorted(p for p in reached if p.parts[:2] == ("decision_pipeline", "charter")
+                             and p.name != "charter.py")          # the charter document's own parser, read by both
+    assert {p.name for p in charter_modules} >= {"generators.py", "reference_rules.py", "reviews.py", "prompts.py"}
+    shared = {str(p): _called_project_functions(ROOT / p) & judge_side for p in charter_modules}
+    assert not any(shared.values()), shared
+
+
+def test_the_test_above_sees_a_shared_function(tmp_path):
+    planted = tmp_path / "m.py"
+    planted.write_text("from decision_pipeline.charter.checks import relevant_sections\nrelevant_sections('a', 0, None)\n")
+    assert _called_project_functions(planted) == {"relevant_sections"}
+
+
+def test_references_write_the_same_with_the_judges_functions_broken(monkeypatch, charter):
+    from decision_pipeline.charter import charter as charter_mod
+    from decision_pipeline.charter.generators import PromptFollowingGenerator, ReferenceGenerator
+    from decision_pipeline.charter.prompts import Prompt
+    docs = [{"id": "d0", "text": "Q: How do I tighten the library after connecting the flour? I use Firefox.",
+             "safety_score": 0},
+            {"id": "d1", "text": "Thread: wild match | neon_gamer15: you idiot\nsalty_fox2: calm down", "safety_score": 4}]
+    cfg = checks.CheckParams(harm_threshold=3, max_words=60, summary_overlap=0.5)
+    told = Prompt("p", 1, "{charter}\n{document}\nSpeak as 'I'. Do not restate the text. Cite the section that fits.\n")
+    gens = [ReferenceGenerator(k, k, charter, cfg) for k in ("ref_cite_right", "ref_cite_nothing", "ref_summarise")]
+    gens.append(PromptFollowingGenerator("f", charter, cfg, told))
+    before = [(g.reflect(docs), [g.properties(d) for d in docs]) for g in gens]
+
+    def boom(*a, **k):
+        raise AssertionError("a reference writer called the judge's code")
+    for mod, names in ((checks, ("relevant_sections", "doc_keywords", "doc_register", "format_reflection",
+                                 "split_voices", "hard_checks", "voice_flags")),
+                       (judge, ("judge_one", "judge_all")), (rubric, ("verdict_rule", "verdict", "mean_score")),
+                       (charter_mod, ("citations", "check_citations", "unknown_citations", "malformed_citations"))):
+        for n in names:
+            if hasattr(mod, n):
+                monkeypatch.setattr(mod, n, boom)
+    assert [(g.reflect(docs), [g.properties(d) for d in docs]) for g in gens] == before
+
+
+def test_reference_reading_hand_computed_and_the_judge_may_disagree(charter):
+    from decision_pipeline.charter.reference_rules import fitting_section, reading, topic_words
+    # repeated words first (patch x3, server x2), then first seen; 'thread' and 4-letter words skipped
+    assert topic_words("Thread: patch patch server. The patch broke the server, laggy rig.") == ["patch", "server",
+                                                                                               "broke"]
+    qa = "Q: How do I tighten the library? I am using Firefox."
+    chat = "Thread: match\nneon_gamer15: omg the framerate\nsalty_fox2: cant wait"
+    news = "Geneva, May 13 - Lindqvist criticised the company, calling it a senior ambassador."
+    assert [reading(t, 0, 3) for t in (qa, chat, news)] == ["question", "exchange", "facts"]
+    assert reading("buy now\nbuy now\nbuy now", 0, 3) == "junk"
+    assert reading("Geneva - Keller told reporters the vote slipped.", 1, 3) == "reported"
+    assert reading("you idiot, quit now", 4, 3) == "hostile" and reading("calm down both of you", 3, 3) == "heated"
+    assert [fitting_section(t, 0, charter, 3) for t in (qa, chat, news)] == ["3.1", "2.3", "3.2"]
+    # the judge reads this news item by its dateline and wants [1.2] or [4.2]: the reference says its [3.2]
+    # is fitting, the judge does not agree, and scores grounding lower (the check is no longer circular)
+    cfg = checks.CheckParams(harm_threshold=3, max_words=60, summary_overlap=0.5)
+    assert "3.2" not in checks.relevant_sections(news, 0, cfg)
+    from decision_pipeline.charter.directives import judge_rules
+    from decision_pipeline.charter.generators import ReferenceGenerator
+    gen = ReferenceGenerator("ref_cite_right", "ref_cite_right", charter, cfg)
+    text = gen.one({"id": "n", "text": news, "safety_score": 0})
+    assert "[3.2]" in text and gen.properties({"text": news, "safety_score": 0})["observer"]["cites"] == "fitting"
+    item = {"document": news, "safety_score": 0, "voices": checks.split_voices(text)}
+    scores = judge.RuleRubricJudge("rules", charter, cfg).scores(item, judge_rules("", "p", 3))
+    assert scores["observer"]["charter_grounding"] < 5

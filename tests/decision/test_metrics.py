@@ -321,3 +321,36 @@ def test_vs_baseline_by_family_locates_the_gain():
     a, b = out["by_family"]["A"], out["by_family"]["B"]
     assert (a["n"], a["model"], a["baseline"], a["diff"]) == (20, 1.0, 0.5, 0.5) and a["ci_low"] > 0
     assert (b["diff"], b["ci_low"], b["ci_high"]) == (0.0, 0.0, 0.0)
+
+
+def thinking_table(think):
+    """Two-option items (gold 0) whose thinking answers are given (None: no parsed answer)."""
+    n = len(think)
+    qs = [question(i, 2, 0) for i in range(n)]
+    return metrics.item_table(qs, [onehot_logits(0, 2)] * n, think, [5] * n, ["stop"] * n, [None] * n)
+
+
+def test_thinking_change_splits_exactly_into_parse_and_right_when_answered():
+    # base: 5 of 10 parsed, 3 of them right (p 0.5, r 0.6, acc 0.3); model: 9 parsed, 6 right (p 0.9, r 2/3,
+    # acc 0.6). Δacc 0.3 = Δp 0.4 x r_before 0.6 (0.24) + p_after 0.9 x Δr 0.0667 (0.06)
+    base = thinking_table([0, 0, 0, 1, 1, None, None, None, None, None])
+    model = thinking_table([0, 0, 0, 0, 0, 0, 1, 1, 1, None])
+    out = metrics.vs_baseline(model, base, n_resamples=400)
+    parse, right, parts = out["thinking_parse_rate"], out["thinking_right_when_answered"], out["thinking_decomposition"]
+    assert (parse["baseline"], parse["model"], parse["diff"]) == (0.5, 0.9, 0.4)
+    assert parse["ci_low"] <= 0.4 <= parse["ci_high"]
+    assert right["baseline"] == 0.6 and right["model"] == pytest.approx(2 / 3, abs=1e-6)
+    assert right["diff"] == pytest.approx(2 / 3 - 0.6, abs=1e-6) and right["ci_low"] < right["diff"] < right["ci_high"]
+    assert (right["n_baseline"], right["n_model"]) == (5, 9)
+    assert parts["parse_part"] == pytest.approx(0.24) and parts["right_part"] == pytest.approx(0.06)
+    assert parts["total"] == pytest.approx(0.3) == out["thinking_accuracy"]["diff"]
+    assert parts["parse_part"] + parts["right_part"] == pytest.approx(parts["total"], abs=1e-6)
+
+
+def test_a_side_without_parsed_answers_puts_the_whole_change_in_the_parse_part():
+    base = thinking_table([None] * 10)                   # the base model's chains never parse
+    model = thinking_table([0, 0, 0, 0, 0, 0, 1, 1, 1, None])
+    out = metrics.vs_baseline(model, base, n_resamples=200)
+    assert out["thinking_right_when_answered"]["diff"] is None and out["thinking_right_when_answered"]["baseline"] is None
+    assert out["thinking_decomposition"]["parse_part"] == pytest.approx(0.6)
+    assert out["thinking_decomposition"]["right_part"] == 0.0

@@ -267,6 +267,7 @@ def vs_baseline(table_model: Table, table_base: Table, n_resamples: int = 2000, 
     out["paired_counts"] = {key: {"model_only": int((table_model[col] & ~table_base[col][idx]).sum()),
                                   "baseline_only": int((~table_model[col] & table_base[col][idx]).sum())}
                             for key, col in (("readout", "readout_correct"), ("thinking", "thinking_correct"))}
+    out.update(thinking_parts(table_model, table_base, idx, n_resamples, seed))
     # where a gain comes from: the readout difference per question family, each with its own paired CI
     families = table_model["family"]
     out["by_family"] = {}
@@ -279,6 +280,53 @@ def vs_baseline(table_model: Table, table_base: Table, n_resamples: int = 2000, 
                                       "baseline": _r(np.mean(table_base["readout_correct"][idx][m])),
                                       "diff": _r(d), "ci_low": _r(lo), "ci_high": _r(hi)}
     return out
+
+
+def _ratio_diff(num_m: np.ndarray, den_m: np.ndarray, num_b: np.ndarray, den_b: np.ndarray, n_resamples: int,
+                seed: int) -> tuple[float | None, float | None, float | None]:
+    """sum(num_m)/sum(den_m) − sum(num_b)/sum(den_b), resampling the same items for both (a paired
+    bootstrap of a ratio); resamples where a denominator is empty are left out, an undefined point is None."""
+    if not den_m.any() or not den_b.any():
+        return None, None, None
+    point = num_m.sum() / den_m.sum() - num_b.sum() / den_b.sum()
+    idx = np.random.default_rng(seed).integers(0, num_m.size, size=(n_resamples, num_m.size))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        diffs = (num_m[idx].sum(1) / den_m[idx].sum(1)) - (num_b[idx].sum(1) / den_b[idx].sum(1))
+    diffs = diffs[np.isfinite(diffs)]
+    if not diffs.size:
+        return float(point), None, None
+    low, high = np.quantile(diffs, [0.025, 0.975])
+    return float(point), float(low), float(high)
+
+
+def thinking_parts(table_model: Table, table_base: Table, idx: np.ndarray, n_resamples: int = 2000,
+                   seed: int = 0) -> dict:
+    """A thinking-accuracy change split into answering more often and answering better (issue 50).
+
+    Thinking accuracy = parse rate x right-when-answered (right among the chains with a parsed answer),
+    so with p the parse rate and r the right-when-answered share, exactly
+    Δacc = Δp · r_before + p_after · Δr: `parse_part` is what answering more (or less) often moved,
+    `right_part` what answering better (or worse) moved. Each factor's paired difference has its own
+    bootstrap CI. A side without a parsed answer has no r: it is taken as the other side's, so the whole
+    change is the parse part (p = 0 contributes nothing either way)."""
+    pm, pb = table_model["parsed"].astype(float), table_base["parsed"][idx].astype(float)
+    cm, cb = table_model["thinking_correct"].astype(float), table_base["thinking_correct"][idx].astype(float)
+    d, lo, hi = stats.paired_bootstrap_diff(pm, pb, n_resamples=n_resamples, seed=seed)
+    parse = {"diff": _r(d), "ci_low": _r(lo), "ci_high": _r(hi), "model": _r(pm.mean()), "baseline": _r(pb.mean())}
+    r_m = cm.sum() / pm.sum() if pm.any() else None
+    r_b = cb.sum() / pb.sum() if pb.any() else None
+    rd, rlo, rhi = _ratio_diff(cm, pm, cb, pb, n_resamples, seed)
+    right = {"diff": _r(rd), "ci_low": _r(rlo), "ci_high": _r(rhi), "model": _r(r_m), "baseline": _r(r_b),
+             "n_model": int(pm.sum()), "n_baseline": int(pb.sum())}
+    r_b_ = r_b if r_b is not None else (r_m if r_m is not None else 0.0)
+    r_m_ = r_m if r_m is not None else r_b_
+    p_m, p_b = float(pm.mean()), float(pb.mean())
+    parts = {"parse_part": _r((p_m - p_b) * r_b_), "right_part": _r(p_m * (r_m_ - r_b_)),
+             "total": _r(cm.mean() - cb.mean()),
+             "rule": "thinking accuracy = parse rate x right-when-answered; total = parse_part + right_part, "
+                     "parse_part = (parse_after - parse_before) x right_before, right_part = parse_after x "
+                     "(right_after - right_before)"}
+    return {"thinking_parse_rate": parse, "thinking_right_when_answered": right, "thinking_decomposition": parts}
 
 
 # --------------------------------------------------------------------- grid

@@ -1,4 +1,5 @@
-"""The README's results table, generated from `metrics/summary.json` and the registry's labels and sources.
+"""The README's results table, generated from `metrics/summary.json` and the registry's labels and sources,
+and the claims' verdicts from `metrics/claims.json` (the headline is the noise study's mean, issue 50).
 
 Why: a hand-typed results table drifts from the metrics; a test compares the
 README block between the markers with this rendering, and
@@ -12,6 +13,7 @@ from pathlib import Path
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import loads_json, write_text_atomic
 from decision_pipeline.common.textfile import read_text
+from decision_pipeline.reporting.report.claims import CLAIMS, VERDICTS, Claim, check_claims, num, statement, verdict_cell
 from decision_pipeline.reporting.report.noise import WITHIN_RUN
 from decision_pipeline.reporting.report.noise import label as noise_label
 from decision_pipeline.reporting.report.registry import Headline
@@ -40,20 +42,47 @@ def _noise(h: Headline, summary: dict) -> str:
     return noise_label(summary[f"{n}_noise"], source, summary.get(f"{n}_noise_n"), h.spec, h.within)
 
 
-def render_table(summary: dict) -> str:
-    """Markdown rows for every headline present in summary.json, in registry order."""
-    lines = ["| quantity | value | 95% CI (this run) | run-to-run noise (source) | metrics key |",
-             "|---|---|---|---|---|"]
+def _study(h: Headline, summary: dict) -> str:
+    """The headline: the mean over the noise study's whole-chain runs with its 95% t-interval."""
+    n, s = h.name, h.spec
+    if f"{n}_study_mean" not in summary:
+        return "\u2014 (no noise study)"
+    return (f"{format(summary[f'{n}_study_mean'], s)} [{format(summary[f'{n}_study_ci_low'], s)}, "
+            f"{format(summary[f'{n}_study_ci_high'], s)}] ({summary[f'{n}_study_n']} runs)")
+
+
+def _this_run(h: Headline, summary: dict) -> str:
+    """This run's value with its own 95% CI or chance floor: one of the study's runs, labelled so."""
+    v = summary[h.name]
+    value = "n/a" if v is None else format(v, h.spec)
+    bound = _ci(h, summary)
+    return value if bound == "\u2014" else f"{value} {bound}"
+
+
+def render_table(summary: dict, claims: list[Claim] | None = None) -> str:
+    """Markdown rows for every headline present in summary.json, in registry order; then, when the claims
+    file exists, each of its comparisons with the verdict sentence the report states (claims.statement)."""
+    lines = ["| quantity | mean over the whole-chain runs [95% t-interval] | verdict (claims) | this run [95% CI] | "
+             "run-to-run noise (source) | metrics key |", "|---|---|---|---|---|---|"]
     for sec in SECTIONS:
         for h in sec.headlines:
             if h.name in summary:
-                v = summary[h.name]
-                value = "n/a" if v is None else format(v, h.spec)
-                lines.append(f"| {h.label} | {value} | {_ci(h, summary)} | {_noise(h, summary)} | "
-                             f"`{h.file}:{h.keys[0]}` |")
-    lines += ["", "CI: the stage's bootstrap over this run's items. Noise: the SD over whole-chain reseeds "
-              "(`metrics/noise/reseed.json`) where the noise study measured it, else the within-run half-range "
-              "(it understates a rerun's spread); \u2014 where neither is recorded."]
+                verdict = summary.get(f"{h.name}_verdict")
+                cell = "\u2014" if verdict is None else verdict_cell(verdict, summary.get(f"{h.name}_p_adjusted"))
+                lines.append(f"| {h.label} | {_study(h, summary)} | {cell} | {_this_run(h, summary)} | "
+                             f"{_noise(h, summary)} | `{h.file}:{h.keys[0]}` |")
+    lines += ["", "Headline: the mean over the noise study's whole-chain runs (the committed run and its reseeds, "
+              "`metrics/noise/reseed.json`) with its 95% t-interval. This run: the committed run's own value, one of "
+              "those runs, with the stage's bootstrap CI over its items. Verdict: `metrics/claims.json`'s, on the "
+              "Holm-adjusted p, where the number is one of its comparisons; \u2014 where it is not a judged "
+              "comparison. Noise: the SD over the whole-chain reseeds where the noise study measured it, else the "
+              "within-run half-range (it understates a rerun's spread); \u2014 where neither is recorded."]
+    if claims:
+        ordered = sorted(claims, key=lambda c: VERDICTS.index(c.verdict))
+        lines += ["", f"The research's comparisons over {max(c.n for c in claims)} whole-chain runs "
+                      f"(`metrics/claims.json`, Holm's correction over the {claims[0].family_size} judged together):",
+                  "", "| comparison | verdict over the whole-chain runs | this run |", "|---|---|---|"]
+        lines += [f"| {c.label} | {statement(c)} | {num(c.this_run)} |" for c in ordered]
     return "\n".join(lines)
 
 
@@ -70,7 +99,14 @@ def readme_block(text: str, where: str = "README.md") -> str:
     return text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
 
 
-def update(readme: Path, summary_path: Path) -> None:
+def claims_at(path: Path) -> list[Claim] | None:
+    """The checked claims of `path` (None when there is no claims file yet)."""
+    if not path.is_file():
+        return None
+    return check_claims(loads_json(read_text(path), str(path), "rerun the noise study's collect step"), str(path))[1]
+
+
+def update(readme: Path, summary_path: Path, claims_path: Path = Path(CLAIMS)) -> None:
     text = read_text(readme)
     readme_block(text, str(readme))
     summary = loads_json(read_text(summary_path, missing="file not found; run the pipeline (`make run`) or `dvc "
@@ -81,7 +117,7 @@ def update(readme: Path, summary_path: Path) -> None:
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
     try:
-        table = render_table(summary)
+        table = render_table(summary, claims_at(claims_path))
     except (TypeError, ValueError, OverflowError) as exc:  # a value of the wrong type (or size) for its format
         raise PipelineError(f"{summary_path}: a headline value cannot be written ({exc}); rerun the summary "
                             "stage (`dvc repro summary`)") from None

@@ -27,7 +27,7 @@ from decision_pipeline.common.textfile import decode
 from decision_pipeline.common.yamlio import load_yaml
 
 STRING = re.compile(r'"[^"]*"')
-REF = re.compile(r"(?<![\w.])([A-Za-z_][\w.-]*(?:/[\w.-]+)*):((?:[\w>-]+|\*)(?:\.(?:[\w>-]+|\*))*)")
+REF = re.compile(r"(?<![\w.])([A-Za-z_][\w.-]*(?:/[\w.-]+)*):((?:[\w>/-]+|\*)(?:\.(?:[\w>/-]+|\*))*)")
 MINUS = "\u2212"
 
 

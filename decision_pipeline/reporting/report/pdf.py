@@ -2,7 +2,8 @@
 
 Why a fixed grammar: the tests check that the page count and the number of
 embedded images follow from the registry, so the layout never depends on how
-long a sentence happens to be. Page 1 is the title block and the main results;
+long a sentence happens to be. Page 1 is the title block and the main results
+(the claims' verdicts over the whole-chain runs first, where a study exists);
 page 2 the summary table (both shrunk to fit one page); each section starts a
 page and fills half-page slots (its text, then one figure per slot); the
 appendix pages a monospace listing at a fixed number of lines per page.
@@ -23,6 +24,7 @@ from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
 from reportlab.platypus import (BaseDocTemplate, Frame, Image, KeepInFrame, PageBreak, PageTemplate, Paragraph,
                                 Preformatted, Spacer, Table, TableStyle)
 
+from decision_pipeline.reporting.report.claims import VERDICTS, num, study, to_detect
 from decision_pipeline.reporting.report.registry import SLOTS_PER_PAGE, Fig, Row, Section
 
 MARGIN, BOTTOM = 48, 56
@@ -113,9 +115,13 @@ def _info_table(meta: Meta) -> Table:
 
 
 def _title_page(meta: Meta, blocks: list[Block], skipped: list[tuple[Section, str]], noise_note: str,
-                claims_note: str) -> list:
+                claims_note: str, claims: list | None = None) -> list:
     story = [p("Decision-model pipeline: run report", "title"), _info_table(meta), Spacer(1, 10),
              p("Main results", "h1")]
+    if claims:
+        story += [p(f"The research's comparisons over {max(c.n for c in claims)} whole-chain runs "
+                    "(metrics/claims.json): the study is the headline, this run's value is one of its runs", "h2"),
+                  verdict_table(claims), Spacer(1, 4)]
     for b in blocks:
         story.append(p(b.section.title, "h2"))
         story += [Paragraph(escape(s), STYLES["bullet"], bulletText="\u2022") for s in b.key_sentences]
@@ -130,14 +136,44 @@ def _title_page(meta: Meta, blocks: list[Block], skipped: list[tuple[Section, st
     return _one_page(story)
 
 
+def judged(label: str, verdict: str) -> Paragraph:
+    """'label: **verdict**' in one cell, so the text layer keeps a claim and its verdict together in any
+    reading order (reporting/docs/verdicts.py reads the PDF's text)."""
+    return Paragraph(f"{escape(label)}: <b>{escape(verdict)}</b>", STYLES["small"])
+
+
+def verdict_table(claims: list) -> Table:
+    """Page 1's claims, detected first: the verdict, the mean over the runs, the Holm-adjusted p, what a
+    "not detected" would take, and this run's value (one of the runs)."""
+    data = [[p(h, "small") for h in ("comparison: verdict over the whole-chain runs",
+                                     "mean over the runs [95% t-interval]", "Holm p (raw)", "to detect: mde80 / runs",
+                                     "this run")]]
+    ordered = sorted(claims, key=lambda c: VERDICTS.index(c.verdict))
+    for c in ordered:
+        data.append([judged(c.label, c.verdict), p(study(c), "small"), p(f"{c.p_adjusted:.2g} ({c.p:.2g})", "small"),
+                     p(to_detect(c), "small"), p(num(c.this_run), "small")])
+    table = Table(data, colWidths=VERDICT_COLS, repeatRows=1)
+    style = [("GRID", (0, 0), (-1, -1), 0.3, colors.grey), ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#dddddd")),
+             ("VALIGN", (0, 0), (-1, -1), "TOP"), ("TOPPADDING", (0, 0), (-1, -1), 1),
+             ("BOTTOMPADDING", (0, 0), (-1, -1), 1)]
+    style += [("BACKGROUND", (0, i), (0, i), colors.HexColor(TINT[c.verdict])) for i, c in enumerate(ordered, 1)]
+    table.setStyle(TableStyle(style))
+    return table
+
+
+VERDICT_COLS = [180, 100, 56, FRAME_W - 380, 44]
+TINT = {"detected": "#e3f2e1", "not detected": "#fbeaea", "not tested": "#f1f1f1"}
+
+
 def _source(r: Row) -> Paragraph:
     """file on one line, :key on the next, so a long key never overflows its cell."""
     return Paragraph(escape(r.headline.file) + "<br/>:" + escape(r.key), STYLES["small"])
 
 
 def _summary_page(blocks: list[Block]) -> list:
-    head = [p(h, "small") for h in ("quantity", "value", "95% CI (this run)", "run-to-run noise (source)",
-                                    "metrics file:key")]
+    head = [p(h, "small") for h in ("quantity (: verdict, where the claims file judges it)",
+                                    "mean over the whole-chain runs [95% t-interval]", "this run [95% CI]",
+                                    "run-to-run noise (source)", "metrics file:key")]
     data, style = [head], [("GRID", (0, 0), (-1, -1), 0.3, colors.grey),
                            ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#dddddd")), ("VALIGN", (0, 0), (-1, -1), "TOP")]
     for b in blocks:
@@ -147,48 +183,51 @@ def _summary_page(blocks: list[Block]) -> list:
         style += [("SPAN", (0, len(data) - 1), (-1, len(data) - 1)),
                   ("BACKGROUND", (0, len(data) - 1), (-1, len(data) - 1), colors.HexColor("#f3f3f3"))]
         for r in b.rows:
-            value = "n/a" if r.value is None else format(r.value, r.headline.spec)
-            data.append([p(r.headline.label, "small"), p(value, "small"), p(r.bound_text(), "small"),
-                         p(r.noise_text(), "small"), _source(r)])
+            label = p(r.headline.label, "small") if r.claim is None else judged(r.headline.label, r.verdict_text())
+            data.append([label, p(r.study_text(), "small"), p(r.this_run_text(), "small"), p(r.noise_text(), "small"),
+                         _source(r)])
     table = Table(data, colWidths=SUMMARY_COLS, repeatRows=1)
     table.setStyle(TableStyle(style))
     return _one_page([p("Summary of headline numbers", "h1"), table, Spacer(1, 6),
-                      p("95% CI: the bootstrap interval the stage recorded over this run's items. Run-to-run noise: the "
-                        "SD over whole-chain reseeds where the noise study measured it (metrics/noise/reseed.json), "
+                      p("The headline is the mean over the noise study's whole-chain runs (the committed run and its "
+                        "reseeds) with its 95% t-interval; this run's value, one of those runs, is beside it with the "
+                        "bootstrap interval the stage recorded over this run's items. Verdict: the claims file's, on "
+                        "its Holm-adjusted p, where the number is one of its comparisons (page 3). Run-to-run noise: "
+                        "the SD over whole-chain reseeds where the noise study measured it (metrics/noise/reseed.json), "
                         "else the within-run half-range, labelled so. Noise floor: the value a perfectly calibrated "
                         "model reaches by chance on the same items (p95). The same numbers are in "
                         "metrics/summary.json.", "small")])
 
 
-SUMMARY_COLS = [128, 34, 92, 98, FRAME_W - 352]
+SUMMARY_COLS = [120, 76, 82, 66, FRAME_W - 344]
 
 
 def claims_page(claims: list, n_min: int | None) -> list:
-    """The claims file as a table: verdict per comparison, n, difference with CI, noise, mde80, reason."""
-    head = [p(h, "small") for h in ("comparison", "verdict", "n", "difference [95% CI]", "noise (source)", "mde80",
-                                    "why")]
+    """The claims file as a table: verdict, n, mean [t-interval], raw and Holm p, noise, what detection needs."""
+    head = [p(h, "small") for h in ("comparison: verdict", "n", "mean [95% t-interval]", "p raw / Holm",
+                                    "SD over the runs", "mde80 family / runs to detect", "why")]
     data = [head]
-    fmt = lambda v, spec=".3g": "\u2014" if v is None else format(v, spec)  # noqa: E731
     for c in claims:
-        ci = f" [{fmt(c.ci_low)}, {fmt(c.ci_high)}]" if c.ci_low is not None and c.ci_high is not None else ""
-        data.append([p(c.label, "small"), p(c.verdict, "small"), p(fmt(c.n, "d") if c.n is not None else "\u2014", "small"),
-                     p((f"{c.diff:+.3g}" if c.diff is not None else "\u2014") + ci, "small"),
-                     p(f"{fmt(c.noise)} ({c.noise_source or 'n/a'})", "small"), p(fmt(c.mde80), "small"),
-                     p(c.reason or "", "small")])
+        runs = str(c.n_to_detect) if c.n_to_detect is not None else "none" if c.verdict != "detected" else "\u2014"
+        data.append([judged(c.label, c.verdict), p(str(c.n), "small"), p(study(c), "small"),
+                     p(f"{c.p:.2g} / {c.p_adjusted:.2g}", "small"), p(num(c.noise, False), "small"),
+                     p(f"{num(c.mde80_family, False)} / {runs}", "small"), p(c.reason, "small")])
     table = Table(data, colWidths=CLAIMS_COLS, repeatRows=1)
     style = [("GRID", (0, 0), (-1, -1), 0.3, colors.grey), ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#dddddd")),
              ("VALIGN", (0, 0), (-1, -1), "TOP")]
-    for i, c in enumerate(claims, 1):
-        tint = {"detected": "#e3f2e1", "not detected": "#fbeaea", "not tested": "#f1f1f1"}[c.verdict]
-        style.append(("BACKGROUND", (1, i), (1, i), colors.HexColor(tint)))
+    style += [("BACKGROUND", (0, i), (0, i), colors.HexColor(TINT[c.verdict])) for i, c in enumerate(claims, 1)]
     table.setStyle(TableStyle(style))
+    m = claims[0].family_size if claims else 0
     rule = (f"A comparison is tested only with at least {n_min} paired runs; " if n_min else "") + \
-        ("detected means its 95% CI excludes zero and the difference exceeds the noise it is judged against "
-         "(mde80: the smallest difference this design detects with 80% power).")
+        (f"detected means its 95% t-interval excludes zero, the mean exceeds its run-to-run SD, and its p, adjusted "
+         f"by Holm's step-down rule over the {m} comparisons judged together, is below 0.05 (family-wise error 5%). "
+         "mde80 family: the smallest mean this design detects with 80% power at the family's level (alpha / "
+         f"{m}, or the SD where larger); runs to detect: how many whole-chain runs would detect the observed mean "
+         "(none: no number of runs does, the mean is inside its SD).")
     return _one_page([p("Claims", "h1"), p("From metrics/claims.json. " + rule, "small"), Spacer(1, 4), table])
 
 
-CLAIMS_COLS = [118, 52, 22, 92, 70, 34, FRAME_W - 388]
+CLAIMS_COLS = [126, 18, 78, 48, 44, 52, FRAME_W - 366]
 
 
 def _image(path: Path, max_h: float) -> Image:
@@ -278,9 +317,10 @@ def render(meta: Meta, blocks: list[Block], skipped: list[tuple[Section, str]],
                           author="decision-pipeline report stage", invariant=1)
     frame = Frame(MARGIN, BOTTOM, A4[0] - 2 * MARGIN, A4[1] - MARGIN - BOTTOM, id="main")
     doc.addPageTemplates([PageTemplate(id="page", frames=[frame], onPage=footer)])
-    claims_note = ("Comparisons judged in metrics/claims.json are stated by its verdict (page 3)."
+    claims_note = ("Comparisons judged in metrics/claims.json are stated by its verdict, on the p adjusted by Holm's "
+                   "rule over the whole family (page 3)."
                    if claims else "No claims file (metrics/claims.json) yet: directions rest on this run's CIs.")
-    story = _title_page(meta, blocks, skipped, noise_note, claims_note) + _summary_page(blocks)
+    story = _title_page(meta, blocks, skipped, noise_note, claims_note, claims) + _summary_page(blocks)
     if claims:
         story += claims_page(claims, n_min)
     for i, b in enumerate(blocks, 1):

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from decision_pipeline.reporting.report.noise import WITHIN_RUN, NoiseBook
+from decision_pipeline.reporting.report.claims import Claim, claim_for, store_claims, verdict_cell
+from decision_pipeline.reporting.report.noise import WITHIN_RUN, NoiseBook, study_interval
 from decision_pipeline.reporting.report.noise import label as noise_label
 from decision_pipeline.reporting.report.sources import Store
 
@@ -92,6 +93,11 @@ class Row:
     floor: float | None = None
     noise_source: str | None = None      # "reseed" (whole-chain) or "within-run"
     noise_n: int | None = None
+    study_mean: float | None = None      # the mean over the noise study's whole-chain runs: the headline
+    study_lo: float | None = None        # its 95% t-interval
+    study_hi: float | None = None
+    study_n: int | None = None
+    claim: Claim | None = None           # the claims file's verdict when this number is one of its comparisons
 
     @property
     def source(self) -> str:
@@ -113,6 +119,23 @@ class Row:
             return f"noise floor {format(self.floor, s)} (p95 of a calibrated model)"
         return "\u2014 (none recorded)"
 
+    def study_text(self) -> str:
+        """The headline: the mean over the whole-chain runs with its 95% t-interval, or a dash without a study."""
+        if self.study_mean is None:
+            return "\u2014 (no noise study)"
+        s = self.headline.spec
+        return f"{format(self.study_mean, s)} [{format(self.study_lo, s)}, {format(self.study_hi, s)}] ({self.study_n} runs)"
+
+    def this_run_text(self) -> str:
+        """This run's value with its own 95% CI (or chance floor), labelled as one run's."""
+        value = "n/a" if self.value is None else format(self.value, self.headline.spec)
+        bound = self.bound_text()
+        return value if bound.startswith("\u2014") else f"{value}, {bound}"
+
+    def verdict_text(self) -> str:
+        """The claims file's verdict and Holm-adjusted p where this number is one of its comparisons."""
+        return "\u2014" if self.claim is None else verdict_cell(self.claim.verdict, self.claim.p_adjusted)
+
     def noise_text(self) -> str:
         """Run-to-run noise with its source and run count, never unlabelled."""
         if self.noise is None or self.noise_source is None:
@@ -125,7 +148,9 @@ def resolve(store: Store, h: Headline, book: NoiseBook | None = None) -> Row | N
     """Read a headline's numbers (errors name file and key); None for an absent optional entry.
 
     Noise: the whole-chain reseed SD from `book` when the noise study covers this key, else the
-    headline's own within-run figure (labelled as such), else none.
+    headline's own within-run figure (labelled as such), else none. The study's mean and t-interval
+    (the headline value where a study exists) come from the claims file when the number is one of its
+    comparisons, else from the reseed spread (mean, SD, n).
     """
     if h.optional and not store.exists(h.file):
         return None
@@ -145,18 +170,34 @@ def resolve(store: Store, h: Headline, book: NoiseBook | None = None) -> Row | N
         n = int(store.number(nfile, h.within_n)) if h.within_n and store.has(nfile, h.within_n) else None
     else:
         noise, source, n = None, None, None
+    claim = claim_for(store_claims(store), h.file, key)
+    study: dict = {}
+    if claim is not None and claim.diff is not None:
+        study = dict(study_mean=claim.diff, study_lo=claim.ci_low, study_hi=claim.ci_high, study_n=claim.n)
+    elif whole is not None and whole.mean is not None and whole.n:
+        lo, hi = study_interval(whole.mean, whole.value, whole.n)
+        study = dict(study_mean=whole.mean, study_lo=lo, study_hi=hi, study_n=whole.n)
     if h.optional and any(k is not None and not store.has(h.file, k) for k in (h.lo, h.hi)):
-        return Row(h, key, value, noise=noise, noise_source=source, noise_n=n)
-    return Row(h, key, value, get(h.file, h.lo), get(h.file, h.hi), noise, get(nfile, h.floor), source, n)
+        return Row(h, key, value, noise=noise, noise_source=source, noise_n=n, claim=claim, **study)
+    return Row(h, key, value, get(h.file, h.lo), get(h.file, h.hi), noise, get(nfile, h.floor), source, n,
+               claim=claim, **study)
 
 
 def summary_entries(rows: list[Row]) -> dict[str, float | int | str | None]:
-    """The flat `metrics/summary.json`: name, name_ci_low/high, name_noise (+ _noise_source, _noise_n),
-    name_noise_floor. `_noise_source` is 'reseed' (whole-chain SD) or 'within-run' (half-range)."""
+    """The flat `metrics/summary.json`: name (this run's value), name_ci_low/high, name_noise (+ _noise_source,
+    _noise_n), name_noise_floor; where a noise study exists name_study_mean, _study_ci_low/high, _study_n
+    (the headline); where the claims file judges the number name_claim, _verdict, _p, _p_adjusted.
+    `_noise_source` is 'reseed' (whole-chain SD) or 'within-run' (half-range)."""
     out: dict[str, float | int | str | None] = {}
     for r in rows:
         n = r.headline.name
         out[n] = r.value
+        if r.study_mean is not None:
+            out.update({f"{n}_study_mean": round(r.study_mean, 6), f"{n}_study_ci_low": round(r.study_lo, 6),
+                        f"{n}_study_ci_high": round(r.study_hi, 6), f"{n}_study_n": r.study_n})
+        if r.claim is not None:
+            out.update({f"{n}_claim": r.claim.name, f"{n}_verdict": r.claim.verdict, f"{n}_p": r.claim.p,
+                        f"{n}_p_adjusted": r.claim.p_adjusted})
         for suffix, v in (("ci_low", r.lo), ("ci_high", r.hi), ("noise", r.noise), ("noise_floor", r.floor)):
             if v is not None:
                 out[f"{n}_{suffix}"] = v

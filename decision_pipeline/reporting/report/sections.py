@@ -181,7 +181,7 @@ SECTIONS: tuple[Section, ...] = (
                       "vs_sft.thinking_accuracy.diff", "vs_sft.thinking_accuracy.ci_low",
                       "vs_sft.thinking_accuracy.ci_high", optional=True),
              _acc("rl", "RL readout accuracy", "readout_accuracy", optional=True)),
-            rl_figs, key_sentences=2),
+            rl_figs, key_sentences=3),
     Section("s1mb", "S1MB scores", ("metrics/s1mb_data.json", "metrics/s1mb/*.json"),
             ("metrics/s1mb_data.json", "metrics/s1mb/*.json"), s1mb_text,
             _s1mb_headlines(),

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from decision_pipeline.reporting.report import narrative as N
 from decision_pipeline.reporting.report import figures as F
 from decision_pipeline.reporting.report import figures_analysis as A
-from decision_pipeline.reporting.report.claims import claim_for, store_claims
+from decision_pipeline.reporting.report.claims import claim_for, statement, store_claims
 from decision_pipeline.reporting.report.registry import Fig
 from decision_pipeline.reporting.report.sources import MissingKey, Store
 
@@ -67,12 +67,8 @@ def _seed_arm(s: Store, rel: str) -> tuple[float, float, float]:
 
 
 def _arm_claim(s: Store, other: str):
-    """The claims file's verdict on curated vs `other`, matched on compare.json keys naming that arm."""
-    for c in store_claims(s):
-        file, key = c.file_key
-        if file == COMPARE and other in key and not (other == "random" and "filtered_random" in key):
-            return c
-    return None
+    """The claims file's verdict on curated − `other` held-out ppl (compare.json's `vs_<other>.ppl`)."""
+    return claim_for(store_claims(s), COMPARE, f"vs_{other}.ppl")
 
 
 def curation_text(s: Store) -> list[str]:
@@ -87,14 +83,14 @@ def curation_text(s: Store) -> list[str]:
              "curated is lower", "curated is higher"),
             ("What hygiene filters and MinHash add (filtered_random vs random)", frnd, rnd, None,
              "filtered_random is lower", "filtered_random is higher")):
-        sentence = N.vs_spread(what, a, b, lower_is=lo, higher_is=hi, runs=runs)
         claim = _arm_claim(s, other) if other else None
-        if claim is not None and claim.diff is not None:
-            sentence += (f" Claims file: {claim.verdict} (n = {claim.n}, paired difference {claim.diff:+.2f}"
-                         + (f", 95% CI [{claim.ci_low:.2f}, {claim.ci_high:.2f}]" if claim.ci_low is not None else "")
-                         + (f", {claim.noise_source} noise {claim.noise:.2f}" if claim.noise is not None else "")
-                         + (f"; {claim.reason}" if claim.reason else "") + ").")
-        out.append(sentence)
+        if claim is None:
+            out.append(N.vs_spread(what, a, b, lower_is=lo, higher_is=hi, runs=runs))
+            continue
+        apart = a[2] < b[1] or a[1] > b[2]
+        out.append(f"{what}: {statement(claim, full=False)}. Within this run over {runs}: {a[0]:.2f} [{a[1]:.2f}\u2013{a[2]:.2f}] "
+                   f"vs {b[0]:.2f} [{b[1]:.2f}\u2013{b[2]:.2f}] (mean [range]; the seed ranges "
+                   f"{'do not overlap' if apart else 'overlap'}).")
     out.append(f"Before any selection, {N.fmt(s.number(CM, 'decontamination.removed_docs'), 'int')} pool documents "
                f"containing one of {N.fmt(s.number(CM, 'decontamination.questions_found'), 'int')} held-out questions "
                f"were dropped (all three arms); for curated and filtered_random the filters kept "

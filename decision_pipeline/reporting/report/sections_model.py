@@ -10,7 +10,8 @@ from __future__ import annotations
 from decision_pipeline.reporting.report import narrative as N
 from decision_pipeline.reporting.report import figures_analysis as A
 from decision_pipeline.reporting.report import figures_decision as D
-from decision_pipeline.reporting.report.claims import claim_for, guarded, store_claims
+from decision_pipeline.reporting.report.claims import claim_for, guarded, statement, store_claims
+from decision_pipeline.reporting.report.decomposition import thinking_split
 from decision_pipeline.reporting.report.registry import Fig, Headline
 from decision_pipeline.reporting.report.figures import task_name
 from decision_pipeline.reporting.report.sections_data import caption
@@ -18,6 +19,7 @@ from decision_pipeline.reporting.report.sources import Store
 
 EV = "metrics/evaluate/{}.json"
 RL, RL_EVAL = "metrics/rl.json", "metrics/evaluate/rl.json"
+COLLAPSE_CLAIM = "rl_top_answer_vs_gold_share"      # the claims file's collapse comparison (noise_study.CLAIMS)
 
 
 def paired(s: Store, what: str, file: str, key: str, point: str = "diff") -> str:
@@ -58,6 +60,10 @@ def evaluation_text(s: Store) -> list[str]:
     later = [m for m in reversed(models) if m != "base"] + [m for m in models if m == "base"]
     out = [paired(s, f"Readout accuracy of {m} vs base", EV.format(m), "vs_base.readout_accuracy")
            for m in later if s.has(EV.format(m), "vs_base.readout_accuracy")]
+    for m in later:
+        if all(s.has(EV.format(m), f"vs_base.thinking_accuracy.{k}") for k in ("diff", "ci_low", "ci_high")):
+            out.append(paired(s, f"Thinking accuracy of {m} vs base", EV.format(m), "vs_base.thinking_accuracy")
+                       + " " + thinking_split(s, EV.format(m), "vs_base", EV.format("base")))
     for m in later:
         rel = EV.format(m)
         arm = lambda k: tuple(s.number(rel, f"cis.{k}.{p}") for p in ("point", "ci_low", "ci_high"))  # noqa: E731
@@ -353,6 +359,9 @@ def rl_text(s: Store) -> list[str]:
         collapse = collapse_sentence(s)
         if collapse:
             out[-1] += " " + collapse
+        judged = next((c for c in store_claims(s) if c.name == COLLAPSE_CLAIM), None)
+        if judged is not None:
+            out[-1] += f" Across the whole-chain runs, {judged.label}: {statement(judged, full=False)}."
     gate = gate_sentence(s)
     if gate:
         out.append(gate)
@@ -360,6 +369,9 @@ def rl_text(s: Store) -> list[str]:
                       ("vs_sft.readout_accuracy", "Readout accuracy of RL vs SFT")):
         if all(s.has(RL_EVAL, f"{key}.{k}") for k in ("diff", "ci_low", "ci_high")):
             out.append(paired(s, what, RL_EVAL, key))
+            if key.endswith("thinking_accuracy") and s.has(RL_EVAL, "thinking.parse_rate") \
+                    and s.has(EV.format("sft"), "thinking.parse_rate"):
+                out[-1] += " " + thinking_split(s, RL_EVAL, "vs_sft", EV.format("sft"))
     if s.has(RL, "difficulty_adjusted_reward.slope_per_round.point"):
         out.append(paired(s, "Difficulty-adjusted reward (chain right minus the probe pass rate), slope per round", RL,
                           "difficulty_adjusted_reward.slope_per_round", "point"))

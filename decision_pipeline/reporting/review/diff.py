@@ -44,7 +44,8 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
 from decision_pipeline.reporting.review import plots_diff, rebase
 from decision_pipeline.reporting.review.git_runs import metrics_at
-from decision_pipeline.reporting.review.noise_study import NOISE_DIR, NOT_RUN_OUTPUTS
+from decision_pipeline.reporting.review.claims_file import claims_at, review_section
+from decision_pipeline.reporting.review.noise_study import CLAIMS_FILE, NOISE_DIR, NOT_RUN_OUTPUTS
 from decision_pipeline.reporting.report.sections import SECTIONS
 from decision_pipeline.reporting.review.spread import check_noise_file, flatten_numbers
 
@@ -242,8 +243,9 @@ def headline_rows(rows: list[dict]) -> list[dict]:
 
 
 def review_markdown(base: str, params_diff: dict, diff: dict, noise: dict, source: str,
-                    plots_dir: str | None = None) -> str:
-    """The review comment: params changed, headline changes, every metric change against its noise."""
+                    plots_dir: str | None = None, claims: list[str] | None = None) -> str:
+    """The review comment: params changed, headline changes, every metric change against its noise, and
+    (`claims`) the claims file's verdicts beside the base's."""
     out = [f"## Pipeline review against `{base}`", "", "### Params changed", ""]
     prows = [(path, key, ch.get("old"), ch.get("new")) for path, changes in params_diff.items()
              for key, ch in sorted((changes or {}).items())]
@@ -262,6 +264,7 @@ def review_markdown(base: str, params_diff: dict, diff: dict, noise: dict, sourc
         out.append("No metric changed.")
     else:
         out += _changes(rows, count, base, source)
+    out += claims or []
     if plots_dir:
         out += ["", "### Plots", "", f"`dvc plots diff {base}` is in `{plots_dir}/index.html`: the data plots redrawn "
                 "as PNGs and both revisions' image plots side by side, no scripts or network needed."]
@@ -371,7 +374,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_plots:
             plots = f"{args.out}/plots"
             plots_diff.build(args.base, Path(plots))
-        text = review_markdown(args.base, params, diff, bands(nfiles, source), source, plots)
+        work = Path(CLAIMS_FILE)
+        claims = review_section(args.base, claims_at(args.base, CLAIMS_FILE),
+                                json.loads(work.read_text(encoding="utf-8")) if work.is_file() else None)
+        text = review_markdown(args.base, params, diff, bands(nfiles, source), source, plots, claims)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

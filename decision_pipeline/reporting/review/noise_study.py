@@ -22,7 +22,8 @@ paired with the study's baseline like the others. `--collect` writes, all or not
   n, sd, halfrange and mean (spread.py); `--finished-only` collects a study stopped part-way and names
   the planned runs it lacks (`not_run`);
 - metrics/claims.json: the research's comparisons (CLAIMS) with one paired difference per
-  whole-chain run (baseline + reseeds) and the verdict of common/verdict.py (>= 5 runs);
+  whole-chain run (baseline + reseeds) and the verdict of common/verdict.py (>= 5 runs, Holm over the
+  family); `--rejudge` recomputes those verdicts from the file's own per-run values (claims_file.py);
 - metrics/noise/by_source.json: the SD of each claim's difference over each source's runs.
 """
 from __future__ import annotations
@@ -38,7 +39,8 @@ from typing import Any
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.io import write_text_atomic
-from decision_pipeline.common.verdict import seed_verdict
+from decision_pipeline.common.verdict import N_MIN
+from decision_pipeline.reporting.review.claims_file import NOISE_SOURCE, header, judge_family, rejudge_file
 from decision_pipeline.reporting.review.git_runs import exp_refs, metrics_at, params_at
 from decision_pipeline.reporting.review.noise_manifest import check_replace, read_manifest
 from decision_pipeline.reporting.review.spread import describe, flatten_numbers, spreads
@@ -181,14 +183,20 @@ def claim_value(claim: Claim, metrics: Mapping[str, Any]) -> float | None:
 
 def claims(runs: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict:
     """metrics/claims.json: each claim's per-run paired difference over the whole-chain runs, judged by
-    common/verdict.py against the run-to-run SD of that difference."""
-    out = {}
+    common/verdict.py against the run-to-run SD of that difference, the family on its Holm-adjusted p.
+    A claim whose metric fewer than 2 runs carry is not judged (`not_judged` says why), never a verdict."""
+    entries, skipped = {}, {}
     for key, claim in CLAIMS.items():
         values = [claim_value(claim, r) for r in runs]
-        v = seed_verdict([x for x in values if x is not None], noise_source="whole-chain reruns: sd of the difference")
-        out[key] = {"label": claim.label, "metric": " ".join(f"{'+' if s > 0 else '−'}{p}:{k}" for p, k, s in claim.terms),
-                    **v, "runs": [n for n, x in zip(names, values) if x is not None]}
-    return {"n_min": next(iter(out.values()))["n_min"] if out else None, "source": "reseed", "comparisons": out}
+        kept = [x for x in values if x is not None]
+        if len(kept) < 2:
+            skipped[key] = f"its metric is in {len(kept)} of the {len(runs)} whole-chain runs; a verdict needs >= 2"
+            continue
+        entries[key] = {"label": claim.label, "per_run": kept, "noise_source": NOISE_SOURCE,
+                        "metric": " ".join(f"{'+' if s > 0 else '−'}{p}:{k}" for p, k, s in claim.terms),
+                        "runs": [n for n, x in zip(names, values) if x is not None]}
+    out = judge_family(entries)
+    return {**header(N_MIN, len(out)), "not_judged": skipped, "comparisons": out}
 
 
 def claims_by_source(by_source: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
@@ -328,10 +336,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replace", action="store_true",
                     help=f"with --plan: write the new plan over another study recorded in {MANIFEST}")
     ap.add_argument("--collect", action="store_true", help=f"read the runs back into {NOISE_DIR}/ and {CLAIMS_FILE}")
+    ap.add_argument("--rejudge", action="store_true",
+                    help=f"recompute every verdict of {CLAIMS_FILE} from its per-run values (Holm over the family)")
     ap.add_argument("--finished-only", action="store_true",
                     help="with --collect: leave out planned runs that have no results (named in each file's not_run)")
     args = ap.parse_args(argv)
     try:
+        if args.rejudge:
+            out = rejudge_file(Path(CLAIMS_FILE))
+            found = sum(c["detected"] for c in out["comparisons"].values())
+            print(f"[noise_study] {CLAIMS_FILE}: {len(out['comparisons'])} comparisons rejudged, {found} detected "
+                  f"after Holm's correction")
+            return 0
         if args.collect:
             manifest = read_manifest(MANIFEST, SOURCES, "no planned noise study; plan and run one first (make noise)")
             files = collect(manifest, args.finished_only)

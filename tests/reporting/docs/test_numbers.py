@@ -108,7 +108,7 @@ def test_a_flipped_verdict_is_rewritten_in_words(tmp_path):
     outcome = dn.scan(["docs/rl.md"], root).outcomes["docs/rl.md"]
     gate = 'passes' if not passed else 'fails'
     assert any(c.new == gate for c in outcome.changes), "the gate's word did not follow the metric"
-    assert "does not move detectably (the CI includes zero)<!--/m-->" in outcome.text
+    assert 'high(rl:reward_gain) < 0 else "includes zero"-->includes zero<!--/m-->' in outcome.text
 
 
 def test_a_changed_param_fails_the_check(tmp_path):

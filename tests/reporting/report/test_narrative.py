@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from decision_pipeline.reporting.report import narrative as N
-from decision_pipeline.reporting.docs.readme import readme_block, render_table
+from decision_pipeline.reporting.docs.readme import claims_at, readme_block, render_table
 from decision_pipeline.reporting.report.sections import SECTIONS
 from decision_pipeline.reporting.report.sources import _MISSING, Store, lookup
 
@@ -53,7 +53,7 @@ def test_report_deps_cover_every_file_the_registry_reads():
 
 def test_readme_results_table_matches_summary_json():
     summary = json.loads((ROOT / "metrics/summary.json").read_text())
-    assert readme_block((ROOT / "README.md").read_text()) == render_table(summary)
+    assert readme_block((ROOT / "README.md").read_text()) == render_table(summary, claims_at(ROOT / "metrics/claims.json"))
 
 
 def test_collapse_sentence_skips_rounds_without_a_parsed_answer(tmp_path):

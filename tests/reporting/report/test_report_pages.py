@@ -20,6 +20,7 @@ from reportlab.platypus import Table
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.reporting.report import pdf
 from decision_pipeline.reporting.report.build import build_report, make_plan, run_meta
+from decision_pipeline.reporting.report.claims import load_claims
 from decision_pipeline.reporting.layout import figure_problems
 from decision_pipeline.reporting.docs.readme import render_table
 from decision_pipeline.reporting.report.sources import Store
@@ -113,11 +114,33 @@ def test_figures_have_no_layout_defects(full_report):
 def test_summary_and_claims_tables_fit_their_columns(full_report):
     store = Store(full_report)
     plan = make_plan(store)
-    rows = [[pdf.p(r.headline.label, "small"), pdf.p("0.000", "small"), pdf.p(r.bound_text(), "small"),
-             pdf.p(r.noise_text(), "small"), pdf._source(r)] for r in plan.rows]
+    rows = [[pdf.judged(r.headline.label, r.verdict_text()), pdf.p(r.study_text(), "small"),
+             pdf.p(r.this_run_text(), "small"), pdf.p(r.noise_text(), "small"), pdf._source(r)] for r in plan.rows]
     assert pdf.table_overflows(Table(rows), pdf.SUMMARY_COLS) == []
+    claims = load_claims(store)[1]
+    assert pdf.table_overflows(pdf.verdict_table(claims), pdf.VERDICT_COLS) == []
+    assert pdf.table_overflows(pdf.claims_page(claims, 5)[0]._content[-1], pdf.CLAIMS_COLS) == []
     too_narrow = Table([[pdf.p("metrics/evaluate/sft.json:cis.routed_accuracy_at_0.3.point", "small")]])
     assert pdf.table_overflows(too_narrow, [60])           # the check itself finds an overflowing cell
+
+
+def test_the_headline_is_the_study_mean_beside_this_run(full_report):
+    summary = json.loads((full_report / "metrics/summary.json").read_text())
+    # a claimed number: the claims file's mean and t-interval over per_run 0.10 0.12 0.14 0.11 0.13 0.12
+    # (mean 0.12, sd 0.014142, t(0.975, 5) 2.5706 x 0.014142 / sqrt 6 = 0.014842 -> [0.1052, 0.1348])
+    assert summary["sft_minus_base_readout_accuracy_study_mean"] == 0.12
+    assert summary["sft_minus_base_readout_accuracy_study_ci_low"] == 0.1052
+    assert summary["sft_minus_base_readout_accuracy_verdict"] == "detected"
+    assert summary["sft_minus_base_readout_accuracy_claim"] == "sft_vs_base_readout"
+    # an unclaimed number the study measured: mean 6.5, sd 0.51, n 6 -> 6.5 -+ 2.5706 x 0.51 / sqrt 6 = 0.5352
+    assert summary["curated_heldout_ppl_study_mean"] == 6.5
+    assert summary["curated_heldout_ppl_study_ci_low"] == pytest.approx(5.9648, abs=1e-4)
+    assert "curated_heldout_ppl_verdict" not in summary
+    table = render_table(summary)
+    assert "| 6.50 [5.96, 7.04] (6 runs) | \u2014 |" in table        # headline first, no verdict: not a comparison
+    doc = pdfium.PdfDocument(str(full_report / "report/report.pdf"))
+    page2 = " ".join(doc[1].get_textpage().get_text_range().split())
+    assert "mean over the whole-chain runs [95% t-interval]" in page2 and "6.50 [5.96, 7.04] (6 runs)" in page2
 
 
 def test_noise_is_the_whole_chain_sd_where_measured_and_labelled(full_report):
@@ -134,7 +157,8 @@ def test_claims_decide_what_is_called_detected_and_page_one_states_the_gate(full
     plan = make_plan(Store(full_report))
     text = {s.id: sentences for s, sentences, _r, _f in plan.active}
     sft = next(t for t in text["evaluation"] if t.startswith("Readout accuracy of sft vs base"))
-    assert "is higher by" in sft and "Detected in the claims file" in sft
+    assert sft.startswith("Readout accuracy of sft vs base: detected over 6 whole-chain runs: mean +0.12 [+0.105, +0.135]")
+    assert "Holm-adjusted p" in sft and "This run alone:" in sft
     rl = text["rl"]
     assert "higher by" not in rl[0] and "not called a difference" in rl[0]         # RL gain: no verdict
     assert "Answer collapse" in rl[0] and "0.58 \u2192 0.85" in rl[0]        # quarter means, by hand
@@ -145,7 +169,9 @@ def test_claims_decide_what_is_called_detected_and_page_one_states_the_gate(full
     page1 = " ".join(doc[0].get_textpage().get_text_range().split())
     assert "RL gate FAILED" in page1 and "Answer collapse" in page1
     page3 = " ".join(doc[2].get_textpage().get_text_range().split())
-    assert "Claims From metrics/claims.json" in page3 and "not tested" in page3 and "fewer than n_min 5" in page3
+    assert "Claims From metrics/claims.json" in page3 and "not tested" in page3
+    assert "fewer than the 5 a verdict needs" in page3 and "Holm's step-down rule over the 2 comparisons" in page3
+    assert "detected" in page1 and "mean over the runs [95% t-interval]" in page1     # page 1: the study first
 
 
 def test_without_study_or_claims_the_report_says_so(built):
@@ -156,18 +182,46 @@ def test_without_study_or_claims_the_report_says_so(built):
     assert "Claims From metrics/claims.json" not in " ".join(doc[2].get_textpage().get_text_range().split())
 
 
-@pytest.mark.parametrize("bad,expected", [
-    ({"comparisons": {"x": {"label": "x", "metric": "m:k", "verdict": "maybe", "detected": False}}},
-     "metrics/claims.json: key 'comparisons.x.verdict' is 'maybe'"),
-    ({"comparisons": {"x": {"label": "x", "metric": "m:k", "verdict": "not tested", "detected": True}}},
-     "metrics/claims.json: key 'comparisons.x.detected' is True but its verdict is 'not tested'"),
+def _edit_claims(edit) -> dict:
+    data = json.loads((FIXTURES / "noise_study/claims.json").read_text())
+    edit(data, data["comparisons"]["sft_vs_base_readout"])
+    return data
+
+
+@pytest.mark.parametrize("edit,expected", [
+    (lambda d, c: c.update(verdict="maybe"), "key 'comparisons.sft_vs_base_readout.verdict' is 'maybe'"),
+    (lambda d, c: c.update(verdict="not tested"),
+     "key 'comparisons.sft_vs_base_readout.detected' is True but its verdict is 'not tested'"),
+    (lambda d, c: c.pop("p_adjusted"), "key 'comparisons.sft_vs_base_readout.p_adjusted' missing"),
+    (lambda d, c: c.update(diff=float("nan")), "key 'comparisons.sft_vs_base_readout.diff' is nan"),
+    (lambda d, c: c.update(n=1, per_run=[0.1], runs=["baseline"]), "key 'comparisons.sft_vs_base_readout.n' is 1"),
+    (lambda d, c: d.update(source="data"), "key 'source' is 'data'"),
 ])
-def test_a_bad_claims_file_is_one_line_naming_the_key(run_root, bad, expected):
-    (run_root / "metrics/claims.json").write_text(json.dumps(bad))
+def test_a_bad_claims_file_is_one_line_naming_the_key(run_root, edit, expected):
+    (run_root / "metrics/claims.json").write_text(json.dumps(_edit_claims(edit)))
     with pytest.raises(PipelineError) as info:
         build(run_root)
-    assert expected in str(info.value) and "\n" not in str(info.value)
+    assert str(info.value).startswith("metrics/claims.json: ") and expected in str(info.value)
+    assert "\n" not in str(info.value)
     assert not (run_root / "report/report.pdf").exists()
+
+
+@pytest.mark.parametrize("edit,expected", [
+    (lambda d: d["spread"]["metrics/pretrain/curated.json"]["seeds.ppl_mean"].pop("mean"),
+     "key 'spread.metrics/pretrain/curated.json.seeds.ppl_mean.mean' is None"),
+    (lambda d: d["spread"]["metrics/pretrain/curated.json"]["seeds.ppl_mean"].update(sd=float("inf")),
+     "key 'spread.metrics/pretrain/curated.json.seeds.ppl_mean.sd' is inf"),
+    (lambda d: d.update(source="curate_seeds"), "key 'source' is 'curate_seeds', an unknown source"),
+])
+def test_a_noise_file_with_a_missing_or_bad_field_is_one_line(run_root, edit, expected):
+    (run_root / "metrics/noise").mkdir(parents=True)
+    study = json.loads((FIXTURES / "noise_study/reseed.json").read_text())
+    edit(study)
+    (run_root / "metrics/noise/reseed.json").write_text(json.dumps(study))
+    with pytest.raises(PipelineError) as info:
+        build(run_root)
+    assert str(info.value).startswith("metrics/noise/reseed.json: ") and expected in str(info.value)
+    assert not (run_root / "report/report.pdf").exists() and not (run_root / "metrics/summary.json").exists()
 
 
 def test_a_bad_noise_file_is_one_line_naming_the_key(run_root):

@@ -114,7 +114,14 @@ def test_spreads_per_source_and_claims_hand_computed(repo):
     assert readout["n"] == 6 and readout["verdict"] == "detected" and readout["diff"] == round(mean, 4)
     gain = claims["rl_reward_gain"]                                # s % 3 - 1: 0 1 -1 0 1 -1 -> mean 0
     assert gain["verdict"] == "not detected" and gain["reason"] == "the 95% interval includes 0"
-    assert claims["curated_vs_random_ppl"]["verdict"] == "not tested" and claims["curated_vs_random_ppl"]["n"] == 0
+    # a claim whose metric no run carries is not judged (never a verdict drawn from nothing), and says why
+    assert "curated_vs_random_ppl" not in claims
+    assert files["metrics/claims.json"]["not_judged"]["curated_vs_random_ppl"].startswith("its metric is in 0 of the 6")
+    # the family is the judged two: Holm doubles the smaller p (readout: t = 0.125 / (0.018708 / sqrt 6) = 16.37,
+    # df 5, p 1.55e-05 -> 3.1e-05), and each verdict records raw and adjusted p
+    assert files["metrics/claims.json"]["family_size"] == 2 and readout["adjustment"] == "holm over 2"
+    assert readout["p"] == pytest.approx(1.55e-05, rel=0.01) and readout["p_adjusted"] == pytest.approx(3.1e-05, rel=0.01)
+    assert gain["p"] == 1.0 and gain["p_adjusted"] == 1.0
     # the claim's SD per source: sft_seed's two runs differ by sft.seed_offset / 1000 -> sd 0.001 / sqrt 2
     by_source = files["metrics/noise/by_source.json"]
     assert by_source["sources"]["sft_seed"]["runs"] == ["baseline", "noise-sft_seed-1"]
