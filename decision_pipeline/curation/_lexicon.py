@@ -268,3 +268,103 @@ JUNK_TOKENS: list[str] = _w(
     "## $$ %% && || :: == >> << -- ++ ** ~~ ... [] {} () 0x3f 0xff 404 1337 2048 99.9 12.5%"
     " $19.99 #1 #42 @@ ;; // \\\\ |-| =>"
 )
+
+# ---- the web pool's junk and off-register pages (issue 51.4; shares in documents.NOISE_SHARES) ----
+# Navigation/boilerplate: menus, cookie and newsletter banners, link lists and footers. Most pages carry one
+# of filters.DEFAULT_BOILERPLATE's phrases (as most sites' footers do); the rest are link farms the filters miss.
+NAV: list[str] = _w(
+    "Home News World Business Sport Culture Science Travel Opinion Video Weather Contact About Login Register"
+    " Search Archive Jobs Events Shop Help FAQ Careers Press Sitemap Advertise Podcasts Newsletters Community"
+    " Deals Topics Local Health Money Tech Style"
+)
+NAV_LINES: list[str] = [
+    "Skip to main content", "Back to top", "Read more", "Most popular", "Related articles", "Trending now",
+    "You may also like", "Recommended for you", "Editor's picks", "Load more stories", "Show more comments",
+    "Sign in to comment", "Advertisement", "Report this ad", "Next page", "Previous page", "Follow us",
+    "Powered by WordPress", "Top stories", "Latest headlines",
+]
+NAV_FOOTERS: list[str] = [
+    "Copyright 2023 All rights reserved.", "Privacy Policy | Terms of Use | Cookie settings",
+    "Subscribe to our newsletter for the latest updates.", "We use cookies to improve your experience.",
+    "Share on Facebook | Share on Twitter | Email this page", "Accept all cookies | Manage preferences",
+    "Home | About us | Contact | Careers", "Terms of Service | Accessibility | Site map",
+]
+# Spam pages built from repeated lines (repeated_lines) and keyword stuffing (repeated_ngrams): the
+# stuffing phrases are built from the target registers' own nouns, as SEO spam rides on real topics.
+SPAM_LINES: list[str] = [
+    "Buy cheap {N} online best price", "Best {N} deals of the day click here", "Win a free {N} today",
+    "Click here to download now", "Sign up today and get free shipping", "Limited offer on {N} hurry",
+    "Earn money from home with {N}", "Hot deals on {N} near you",
+]
+STUFFING_PHRASES: list[str] = [
+    "cheap {N} online", "best {N} near me", "buy {N} online cheap", "{N} for sale", "discount {N} deals",
+    "{N} reviews and prices", "top rated {N} store", "{N} free shipping",
+]
+# Off-register web text: well-formed English pages in registers the target does not have (shop listings and
+# affiliate listicles). No filter targets them; the register
+# classifier does (its background class).
+SHOP: dict[str, list[str]] = {
+    "BR": _w("Zentro Kalora Novix Brightline Urbano Solace Vexa Tramonto Peakline Orvio Lumina Castor Havenly"
+             " Brisk Ardent Quillo Nimbus Rivet Tundra Halcyon"),
+    "PN": _w("sneakers jacket backpack blender headphones smartwatch sofa lamp mattress kettle vacuum speaker"
+             " tablet camera drone moisturizer shampoo serum sunglasses wallet handbag dress jeans hoodie boots"
+             " tent grill stroller rug curtains pillow mug bottle charger cable keyboard mouse monitor router"),
+    "A": _w("premium lightweight waterproof wireless ergonomic stainless durable compact portable adjustable"
+            " breathable organic vintage slim rechargeable foldable luxury classic modern sleek"),
+    "MAT": _w("leather cotton steel bamboo aluminium ceramic wool silicone oak linen nylon glass"),
+    "FEAT": ["a lifetime warranty", "free returns", "fast charging", "a soft lining", "extra storage",
+             "a non-slip base", "a magnetic clasp", "adjustable straps", "a quiet motor", "USB-C charging",
+             "a two-year guarantee", "gift wrapping"],
+    "COL": _w("black white navy grey olive beige red blue pink green"),
+}
+SHOP_TEMPLATES: list[str] = [
+    "This {A} {PN} is made from {MAT} and comes with {FEAT}.",
+    "Perfect for everyday use, the {BR} {PN} combines a {A} design with {FEAT}.",
+    "Order now and get {D} percent off your first {PN}.",
+    "Available in {COL}, {COL} and {COL}.",
+    "Rated {D} out of 100 by verified buyers.",
+    "In stock. Ships within {D} business days.",
+    "Customers who bought this {PN} also bought the {BR} {PN}.",
+    "Price: {D}.99 dollars, was {D}.99 dollars.",
+    "Add to cart and save {D} percent today.",
+    "Made with {A} {MAT} for a {A} fit.",
+]
+SEO_TEMPLATES: list[str] = [
+    "Looking for a {A} {PN}? This one belongs on your list.",
+    "We tested dozens and the {BR} model stood out for its {A} design.",
+    "A great choice if you want {FEAT} without breaking the bank.",
+    "In our experience it offers the best value for money.",
+    "Pros: {A} design, {FEAT}. Cons: a bit pricey.",
+    "You really cannot go wrong here.",
+    "Many users report that it is {A} and easy to use.",
+    "Check the latest price before it sells out.",
+    "Our team spent {D} hours comparing every option we could find.",
+    "It is our top pick for a {A} {PN} this year.",
+    "Buyers love the {MAT} finish and {FEAT}.",
+    "Some reviewers found the {COL} version {A}.",
+    "For the price, the {BR} {PN} punches well above its weight.",
+    "Skip it if you need something more {A}.",
+    "Setup takes about {D} minutes out of the box.",
+    "Compared with the {BR} {PN}, it feels more {A}.",
+]
+# A language the target is not written in (a pseudo-language: syllables -> words, built without randomness):
+# the text of half the broken-encoding pages.
+_SYL = _w("ka ve lo mi tu ra ne so di pa ze ko bu li ga ho ja re ni fo")
+FOREIGN: dict[str, list[str]] = {
+    "FN": [a + b + "n" for a in _SYL[:14] for b in _SYL[6:20]][::2],
+    "FV": [a + b + "t" for a in _SYL[4:18] for b in _SYL[:10]][::3],
+    "FA": [a + "k" + b for a in _SYL[10:20] for b in _SYL[:12]][::3],
+    "FP": [a.capitalize() + b + "sa" for a in _SYL[:10] for b in _SYL[10:16]][::3],
+}
+FOREIGN_TEMPLATES: list[str] = [
+    "{FN} {FV} te {FA} {FN}.",
+    "Ja {FN} {FV} na {FN} ol {FN}.",
+    "{FA} {FN} si {FV} un {FN}, vo {FN} {FV}.",
+    "{FP} {FV} ek {FN} de {FA} {FN}.",
+    "Na {FN} te {FP} {FV} {FA}.",
+    "Ol {FA} {FN} {FV} si {FN} un {FN} de {FP}.",
+    "{FN} de {FN} {FV} te {D} {FN}.",
+]
+# Broken encodings: the letters of a Cyrillic-script page before its UTF-8 is read as cp1252.
+CYRILLIC: dict[str, str] = dict(zip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                                   "абцдефгхийклмнопярстужвьызАБЦДЕФГХИЙКЛМНОПЯРСТУЖВЬЫЗ"))

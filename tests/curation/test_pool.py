@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from decision_pipeline.common.errors import PipelineError
-from decision_pipeline.curation.documents import (NOISE_KINDS, REGISTERS, generate_dev, generate_pool, load_external_pool,
-                                  validate_pool)
+from decision_pipeline.curation.documents import (NOISE_KINDS, OFF_REGISTERS, REGISTERS, generate_dev, generate_pool,
+                                                  load_external_pool, validate_pool)
 
 
 def _reasoning(rng: np.random.Generator) -> str:
@@ -77,6 +77,37 @@ def test_extra_register_and_weights():
     with pytest.raises(PipelineError, match="'bad'"):
         generate_pool(10, 0.0, np.random.default_rng(1), extra_registers={"bad": lambda rng: ""},
                       register_weights={r: 0.0 for r in REGISTERS})
+
+
+def test_noise_weights_pick_the_kinds_and_off_register_pages_have_their_own_registers():
+    docs = generate_pool(400, 0.5, np.random.default_rng(2), noise_weights={"stuffing": 1.0, "off_register": 1.0})
+    kinds = Counter(d["meta_kind"] for d in docs)
+    assert set(kinds) == {"clean", "stuffing", "off_register"} and kinds["stuffing"] > 60 and kinds["off_register"] > 60
+    off = Counter(d["meta_register"] for d in docs if d["meta_kind"] == "off_register")
+    assert set(off) == set(OFF_REGISTERS) and not set(off) & set(REGISTERS)
+    assert {d["meta_register"] for d in docs if d["meta_kind"] == "stuffing"} == {"noise"}
+    again = generate_pool(400, 0.5, np.random.default_rng(2), noise_weights={"stuffing": 1.0, "off_register": 1.0})
+    assert again == docs
+    with pytest.raises(PipelineError, match="ingest.noise_weights.spam: unknown noise kind"):
+        generate_pool(10, 0.5, np.random.default_rng(1), noise_weights={"spam": 1.0})
+    with pytest.raises(PipelineError, match="ingest.noise_weights: .*positive sum"):
+        generate_pool(10, 0.5, np.random.default_rng(1), noise_weights={"junk": 0.0})
+
+
+def test_broken_encoding_pages_are_utf8_read_twice_as_cp1252():
+    """A mojibake page is Cyrillic-script text whose UTF-8 bytes were read as cp1252 twice (the lead bytes show
+    as 'Ã'): no Cyrillic letter is left, every page carries the artifact kind curation.artifacts counts for
+    broken UTF-8, and none passes the alpha_ratio filter the pipeline runs."""
+    from decision_pipeline.curation.artifacts import count_artifacts
+    from decision_pipeline.curation.filters import alpha_ratio
+    docs = [d for d in generate_pool(600, 0.5, np.random.default_rng(4), noise_weights={"mojibake": 1.0})
+            if d["meta_kind"] == "mojibake"]
+    assert len(docs) > 200
+    check = alpha_ratio(0.7)  # params.yaml's curate.filters.alpha_ratio.min
+    for d in docs:
+        assert count_artifacts(d["text"])[1]["replacement_char"] > 0 and "Ã" in d["text"]
+        assert not any("\u0400" <= ch <= "\u04ff" for ch in d["text"])
+        assert check(d["text"]) == (False, "alpha_ratio")
 
 
 def test_dev_is_disjoint_from_pool(pool, dev):
