@@ -185,13 +185,13 @@ def _headline(d: Draw) -> str:
         lex = lx.ENCYCLOPEDIC
         return f"{d.pick(lex['A']).capitalize()} {d.pick(lex['N'])} of {d.pick(lex['L'])}"
     if k == 2:
-        return _sentences("qa_q", lx.QA, d, 1)[0]
-    return f"{d.pick(lx.FORUM['A']).capitalize()} {d.pick(lx.FORUM['N'])} {d.pick(lx.FORUM['INTJ'])}"
+        return "Q: " + _sentences("qa_q", lx.QA, d, 1)[0]
+    return f"Thread: {d.pick(lx.FORUM['A'])} {d.pick(lx.FORUM['N'])} {d.pick(lx.FORUM['INTJ'])}"
 
 
 def _shop(d: Draw) -> str:
     lex, target = lx.SHOP, d.randint(60, 260)
-    lines = [f"{d.pick(lex['BR'])} {d.pick(lex['A']).capitalize()} {d.pick(lex['PN'])} in {d.pick(lex['COL'])}"]
+    lines = [f"{d.pick(lex['BR'])} {d.pick(lex['A'])} {d.pick(lex['PN'])}"]
     words, deck = 0, _Deck(_SHOP_T, d)
     while words < target:
         line = ("- " if d.unif() < 0.4 else "") + " ".join(deck.deal(lex) for _ in range(d.randint(1, 3)))
@@ -202,10 +202,10 @@ def _shop(d: Draw) -> str:
 
 def _seo(d: Draw) -> str:
     lex, n, deck = lx.SHOP, d.randint(3, 7), _Deck(_SEO_T, d)
-    out = [f"The {n} best {d.pick(lex['A'])} {d.pick(lex['PN'])} picks, tested and reviewed",
+    out = [f"The {n} best {d.pick(lex['PN'])} deals for {d.pick(lex['MON'])}",
            " ".join(deck.deal(lex) for _ in range(d.randint(1, 3)))]
     for i in range(1, n + 1):
-        out.append(f"{i}. {d.pick(lex['BR'])} {d.pick(lex['A']).capitalize()} {d.pick(lex['PN'])}")
+        out.append(f"{i}. The {d.pick(lex['BR'])} {d.pick(lex['A'])} {d.pick(lex['PN'])}")
         out.append(" ".join(deck.deal(lex) for _ in range(d.randint(1, 3))))
     return "\n\n".join(out)
 
@@ -231,11 +231,9 @@ OFF_REGISTERS: tuple[str, ...] = tuple(OFF_REGISTER_GENERATORS)
 
 
 def _boilerplate(d: Draw) -> str:
-    """A navigation page: menu bar, a teaser, link lists and footers (nine in ten carry a footer phrase that
-    the boilerplate filter knows; the rest are link farms the filters miss)."""
-    lines = [" | ".join(d.pick(lx.NAV, 1.0) for _ in range(d.randint(5, 10)))]
-    if d.unif() < 0.5:
-        lines.append(d.pick(lx.NAV_LINES, 1.0))
+    """A navigation page: menu bar, a teaser, link lists of headlines and banner/footer lines (nine in ten carry
+    a phrase the boilerplate filter knows; the rest are link farms the filters miss)."""
+    lines = [" | ".join(["Home"] + [d.pick(lx.NAV, 1.0) for _ in range(d.randint(4, 9))])]
     body = CLEAN_GENERATORS[REGISTERS[d.randint(0, 3)]](d).split("\n\n")
     lines.append(body[0])
     lines.append(" ".join(body[-1].split()[: d.randint(15, 40)]) + " ... Read more")
@@ -243,18 +241,19 @@ def _boilerplate(d: Draw) -> str:
         lines.append(d.pick(lx.NAV_LINES, 1.0))
         lines.extend(_headline(d) for _ in range(d.randint(3, 8)))
     if d.unif() < 0.9:
-        lines.extend(d.pick(lx.NAV_FOOTERS, 1.0) for _ in range(d.randint(1, 3)))
-    lines.append(" | ".join(d.pick(lx.NAV, 1.0) for _ in range(d.randint(4, 8))))
+        lines.extend(d.pick(lx.NOISE_BOILERPLATE, 1.0) for _ in range(d.randint(1, 3)))
+    lines.append(" | ".join(["Home"] + [d.pick(lx.NAV, 1.0) for _ in range(d.randint(3, 7))]))
     return "\n".join(lines)
 
 
 def _stuffing(d: Draw) -> str:
-    """Keyword stuffing: a sentence of copy, then a few keyword phrases on the target's own nouns, repeated."""
+    """Keyword stuffing: a sentence of affiliate copy, then a few keyword phrases on the target's own nouns,
+    repeated."""
     nouns = {"N": [d.pick(_TARGET_NOUNS, 1.0) for _ in range(d.randint(1, 3))]}
     phrases = [_fill(_STUFF_T[int(len(_STUFF_T) * d.unif())], nouns, d).lower() for _ in range(d.randint(3, 6))]
-    head = _pick_tpl(_SEO_T, lx.SHOP, d)
+    head = _pick_tpl(_SHOP_T, lx.SHOP, d)
     body = ", ".join(phrases[int(len(phrases) * d.unif())] for _ in range(d.randint(15, 45)))
-    return head + "\n" + body[0].upper() + body[1:] + "."
+    return head + " " + body + "."
 
 
 def _mojibake(d: Draw) -> str:
@@ -262,8 +261,7 @@ def _mojibake(d: Draw) -> str:
     lacks become U+FFFD): each letter turns into four characters, so the page is cut to 20-80 words first.
     What the alpha_ratio filter targets. (Pages broken once pass that filter at 0.72 letters per character and
     look like nothing the classifier knows; they were tried and left out, docs/findings/curation_pool.md.)"""
-    src = CLEAN_GENERATORS[REGISTERS[d.randint(0, 3)]](d) if d.unif() < 0.5 else _foreign(d)
-    s = " ".join(src.split(" ")[: d.randint(20, 80)])
+    s = " ".join(_foreign(d).split(" ")[: d.randint(20, 80)])
     s = "".join(lx.CYRILLIC.get(ch, ch) for ch in s)
     for _ in range(2):
         s = s.encode("utf-8").decode("cp1252", errors="replace")
@@ -294,9 +292,14 @@ def noise_text(kind: str, d: Draw) -> str:
 
 
 def near_dup_text(src: str, d: Draw, vocab: list[str]) -> str:
-    """Copy ``src`` with a few words replaced (about 1.5% of words, at least one, never a no-op)."""
+    """Copy ``src`` with a few words replaced (about 1.5% of words, at least one, never a no-op).
+
+    A replaced word sits inside a line (after a space), where the replacement words occur in clean text: a
+    lower-case noun at the start of a line is a spelling no clean document has, which the pool-trained BPE
+    would learn as extra vocabulary (a page of only one line falls back to any word)."""
     parts = re.split(r"(\s+)", src)
-    word_pos = [i for i in range(0, len(parts), 2) if parts[i]]
+    word_pos = [i for i in range(2, len(parts), 2) if parts[i] and "\n" not in parts[i - 1]]
+    word_pos = word_pos or [i for i in range(0, len(parts), 2) if parts[i]]
     k = max(1, round(0.015 * len(word_pos)))
     for _ in range(k):
         i = word_pos[int(len(word_pos) * d.unif())]

@@ -269,83 +269,64 @@ JUNK_TOKENS: list[str] = _w(
     " $19.99 #1 #42 @@ ;; // \\\\ |-| =>"
 )
 
-# ---- the web pool's junk and off-register pages (issue 51.4; shares in documents.NOISE_SHARES) ----
-# Navigation/boilerplate: menus, cookie and newsletter banners, link lists and footers. Most pages carry one
-# of filters.DEFAULT_BOILERPLATE's phrases (as most sites' footers do); the rest are link farms the filters miss.
-NAV: list[str] = _w(
-    "Home News World Business Sport Culture Science Travel Opinion Video Weather Contact About Login Register"
-    " Search Archive Jobs Events Shop Help FAQ Careers Press Sitemap Advertise Podcasts Newsletters Community"
-    " Deals Topics Local Health Money Tech Style"
-)
+# ---- the web pool's junk and off-register pages (issue 51.4; shares: ingest.noise_weights) ----
+# Built almost only from words the clean registers and the old noise lines already use: the pipeline trains its
+# BPE on the pool, and every new word takes vocabulary entries (a wider output layer: slower pretraining, SFT
+# and generation; docs/findings/curation_pool.md).
+# Navigation pages: a menu bar (site sections, places, months, products), a teaser, link lists and the banner
+# and footer lines of NOISE_BOILERPLATE (nine pages in ten carry one; the rest are link farms the filters miss).
+NAV: list[str] = _w("Home About Contact Subscribe Login") + NEWS["L"] + NEWS["MON"] + QA["TOOL"]
 NAV_LINES: list[str] = [
-    "Skip to main content", "Back to top", "Read more", "Most popular", "Related articles", "Trending now",
-    "You may also like", "Recommended for you", "Editor's picks", "Load more stories", "Show more comments",
-    "Sign in to comment", "Advertisement", "Report this ad", "Next page", "Previous page", "Follow us",
-    "Powered by WordPress", "Top stories", "Latest headlines",
+    "Read more", "Loading more results please wait", "Click here to see more", "Sign up today",
+    "Best deals of the day click to see more", "Share on Facebook | Share on Twitter | Email this page",
 ]
-NAV_FOOTERS: list[str] = [
-    "Copyright 2023 All rights reserved.", "Privacy Policy | Terms of Use | Cookie settings",
-    "Subscribe to our newsletter for the latest updates.", "We use cookies to improve your experience.",
-    "Share on Facebook | Share on Twitter | Email this page", "Accept all cookies | Manage preferences",
-    "Home | About us | Contact | Careers", "Terms of Service | Accessibility | Site map",
-]
-# Spam pages built from repeated lines (repeated_lines) and keyword stuffing (repeated_ngrams): the
-# stuffing phrases are built from the target registers' own nouns, as SEO spam rides on real topics.
+# Spam pages built from repeated lines (repeated_lines) and keyword stuffing (repeated_ngrams), on the target
+# registers' own nouns, as spam rides on real topics.
 SPAM_LINES: list[str] = [
-    "Buy cheap {N} online best price", "Best {N} deals of the day click here", "Win a free {N} today",
-    "Click here to download now", "Sign up today and get free shipping", "Limited offer on {N} hurry",
-    "Earn money from home with {N}", "Hot deals on {N} near you",
+    "Buy cheap {N} online best price", "Best {N} deals of the day click to see more",
+    "Click here to download {N} now", "Sign up today and get free {N}", "Buy {N} online now and get free shipping",
+    "Loading more {N} please wait",
 ]
 STUFFING_PHRASES: list[str] = [
-    "cheap {N} online", "best {N} near me", "buy {N} online cheap", "{N} for sale", "discount {N} deals",
-    "{N} reviews and prices", "top rated {N} store", "{N} free shipping",
+    "cheap {N} online", "best {N} price", "buy {N} online", "{N} deals", "free {N} shipping", "best cheap {N}",
+    "{N} online now", "cheap {N} today",
 ]
 # Off-register web text: well-formed English pages in registers the target does not have (shop listings and
-# affiliate listicles). No filter targets them; the register
-# classifier does (its background class).
+# affiliate listicles). No filter targets them; the register classifier does (its background class). Their goods,
+# brands and adjectives are their own (a shop that sold the qa and forum registers' products under the news
+# registers' names made the filtered arm worse than raw random: docs/findings/curation_pool.md), kept few, as each
+# new word costs BPE entries; the sentence frames use words the clean registers already have.
 SHOP: dict[str, list[str]] = {
-    "BR": _w("Zentro Kalora Novix Brightline Urbano Solace Vexa Tramonto Peakline Orvio Lumina Castor Havenly"
-             " Brisk Ardent Quillo Nimbus Rivet Tundra Halcyon"),
-    "PN": _w("sneakers jacket backpack blender headphones smartwatch sofa lamp mattress kettle vacuum speaker"
-             " tablet camera drone moisturizer shampoo serum sunglasses wallet handbag dress jeans hoodie boots"
-             " tent grill stroller rug curtains pillow mug bottle charger cable keyboard mouse monitor router"),
-    "A": _w("premium lightweight waterproof wireless ergonomic stainless durable compact portable adjustable"
-            " breathable organic vintage slim rechargeable foldable luxury classic modern sleek"),
-    "MAT": _w("leather cotton steel bamboo aluminium ceramic wool silicone oak linen nylon glass"),
-    "FEAT": ["a lifetime warranty", "free returns", "fast charging", "a soft lining", "extra storage",
-             "a non-slip base", "a magnetic clasp", "adjustable straps", "a quiet motor", "USB-C charging",
-             "a two-year guarantee", "gift wrapping"],
-    "COL": _w("black white navy grey olive beige red blue pink green"),
+    "BR": _w("Zentro Kalora Novix Vexa Orvio Lumina Brisk Nimbus Rivet Tundra"),
+    "PN": _w("jacket sneakers backpack blender headphones lamp kettle sofa mug boots tent wallet"),
+    "A": _w("premium lightweight waterproof compact portable durable black white red blue"),
+    "MON": NEWS["MON"], "DAY": NEWS["DAY"],
 }
 SHOP_TEMPLATES: list[str] = [
-    "This {A} {PN} is made from {MAT} and comes with {FEAT}.",
-    "Perfect for everyday use, the {BR} {PN} combines a {A} design with {FEAT}.",
-    "Order now and get {D} percent off your first {PN}.",
-    "Available in {COL}, {COL} and {COL}.",
-    "Rated {D} out of 100 by verified buyers.",
-    "In stock. Ships within {D} business days.",
-    "Customers who bought this {PN} also bought the {BR} {PN}.",
-    "Price: {D}.99 dollars, was {D}.99 dollars.",
-    "Add to cart and save {D} percent today.",
-    "Made with {A} {MAT} for a {A} fit.",
+    "Buy the {A} {PN} online today and get free shipping.",
+    "Best price on the {BR} {PN}: {D} percent off.",
+    "The {BR} {PN} is on sale until {MON}.",
+    "In stock: the {A} {PN}, {D} percent off.",
+    "Get the {A} {PN} for {D} percent off.",
+    "Ships in {D} days from the {BR} store.",
+    "Free shipping on every {PN} until {DAY}.",
+    "Price drop: {D} percent off the {A} {PN}.",
+    "Buy the {PN} with the {A} {PN} and get {D} percent off.",
+    "Click here to see more deals on the {BR} {PN}.",
 ]
 SEO_TEMPLATES: list[str] = [
-    "Looking for a {A} {PN}? This one belongs on your list.",
-    "We tested dozens and the {BR} model stood out for its {A} design.",
-    "A great choice if you want {FEAT} without breaking the bank.",
-    "In our experience it offers the best value for money.",
-    "Pros: {A} design, {FEAT}. Cons: a bit pricey.",
-    "You really cannot go wrong here.",
-    "Many users report that it is {A} and easy to use.",
-    "Check the latest price before it sells out.",
-    "Our team spent {D} hours comparing every option we could find.",
-    "It is our top pick for a {A} {PN} this year.",
-    "Buyers love the {MAT} finish and {FEAT}.",
-    "Some reviewers found the {COL} version {A}.",
-    "For the price, the {BR} {PN} punches well above its weight.",
-    "Skip it if you need something more {A}.",
-    "Setup takes about {D} minutes out of the box.",
-    "Compared with the {BR} {PN}, it feels more {A}.",
+    "We tested every {PN} on the market.",
+    "The {BR} {PN} feels {A} and the price is right.",
+    "It is worth the price, and shipping is free.",
+    "Read our review of the {BR} {PN} before you buy.",
+    "Click here to see the latest price.",
+    "We found the {BR} {PN} {A} and the {PN} {A}.",
+    "The {BR} {PN} is the best {PN} online.",
+    "You can buy it online for {D} percent off until {MON}.",
+    "The {A} {PN} is the one to buy this season.",
+    "Best {PN} deals of the day are here.",
+    "Our pick for {MON}: the {A} {PN} from {BR}.",
+    "Buy it now and get free shipping on the {PN}.",
 ]
 # A language the target is not written in (a pseudo-language: syllables -> words, built without randomness):
 # the text of half the broken-encoding pages.
