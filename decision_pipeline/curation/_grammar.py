@@ -257,15 +257,14 @@ def _stuffing(d: Draw) -> str:
 
 
 def _mojibake(d: Draw) -> str:
-    """Broken encoding: a page in a Cyrillic-script language whose UTF-8 was read as cp1252 twice (bytes cp1252
-    lacks become U+FFFD): each letter turns into four characters, so the page is cut to 20-80 words first.
-    What the alpha_ratio filter targets. (Pages broken once pass that filter at 0.72 letters per character and
-    look like nothing the classifier knows; they were tried and left out, docs/findings/curation_pool.md.)"""
+    """Broken encoding: a page in a Cyrillic-script language whose UTF-8 bytes were decoded as ASCII with
+    replacement, so every letter became two U+FFFD (spaces, digits and punctuation survive), cut to 20-80 words.
+    What the alpha_ratio filter targets (no letter is left). Pages read as cp1252 instead ("Ã" runs) were tried:
+    once-broken ones pass that filter and the classifier scores them at its prior, and twice-broken ones cost the
+    pool-trained BPE about 85 entries (docs/findings/curation_pool.md)."""
     s = " ".join(_foreign(d).split(" ")[: d.randint(20, 80)])
     s = "".join(lx.CYRILLIC.get(ch, ch) for ch in s)
-    for _ in range(2):
-        s = s.encode("utf-8").decode("cp1252", errors="replace")
-    return s
+    return s.encode("utf-8").decode("ascii", errors="replace")
 
 
 def noise_text(kind: str, d: Draw) -> str:

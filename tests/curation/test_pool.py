@@ -94,10 +94,10 @@ def test_noise_weights_pick_the_kinds_and_off_register_pages_have_their_own_regi
         generate_pool(10, 0.5, np.random.default_rng(1), noise_weights={"junk": 0.0})
 
 
-def test_broken_encoding_pages_are_utf8_read_twice_as_cp1252():
-    """A mojibake page is Cyrillic-script text whose UTF-8 bytes were read as cp1252 twice (the lead bytes show
-    as 'Ã'): no Cyrillic letter is left, every page carries the artifact kind curation.artifacts counts for
-    broken UTF-8, and none passes the alpha_ratio filter the pipeline runs."""
+def test_broken_encoding_pages_are_utf8_decoded_as_ascii_with_replacement():
+    """A mojibake page is Cyrillic-script text whose UTF-8 bytes were decoded as ASCII with replacement: every
+    letter is two U+FFFD, what is left is ASCII (spaces, digits, punctuation), every page carries the artifact
+    kind curation.artifacts counts for broken UTF-8, and none passes the alpha_ratio filter the pipeline runs."""
     from decision_pipeline.curation.artifacts import count_artifacts
     from decision_pipeline.curation.filters import alpha_ratio
     docs = [d for d in generate_pool(600, 0.5, np.random.default_rng(4), noise_weights={"mojibake": 1.0})
@@ -105,8 +105,8 @@ def test_broken_encoding_pages_are_utf8_read_twice_as_cp1252():
     assert len(docs) > 200
     check = alpha_ratio(0.7)  # params.yaml's curate.filters.alpha_ratio.min
     for d in docs:
-        assert count_artifacts(d["text"])[1]["replacement_char"] > 0 and "Ã" in d["text"]
-        assert not any("\u0400" <= ch <= "\u04ff" for ch in d["text"])
+        assert count_artifacts(d["text"])[1]["replacement_char"] > 0
+        assert all(ch == "\ufffd" or ch.isascii() for ch in d["text"]) and d["text"].count("\ufffd") % 2 == 0
         assert check(d["text"]) == (False, "alpha_ratio")
 
 
@@ -185,11 +185,11 @@ def test_load_errors_name_file_and_line(tmp_path):
 def test_junk_and_off_register_pages_add_little_bpe_vocabulary():
     """The tokenizer stage trains its BPE on the pool, and the model's output layer is as wide as that vocabulary:
     the junk and off-register pages are built from the clean registers' own words (their new entries are mostly
-    the broken-encoding byte runs and the shop pages' few goods, brands and adjectives), so noise widens the
-    model little. Measured: 3,074 entries on the clean documents of this pool, 3,475 on all of it (x1.13; the
-    old generator's noise at this share: x1.07); with the page vocabularies of a first design (navigation,
-    brand, product and material words) the default pool's BPE filled its 4,096 cap where the old pool stopped
-    at 3,551."""
+    the old pool's banner lines, symbols and stubs, and the shop pages' few goods, brands and adjectives), so
+    noise widens the model little. Measured: 3,074 entries on the clean documents of this pool, 3,407 on all of
+    it (x1.11; the old generator's noise at this share: x1.07); with the page vocabularies of a first design
+    (navigation, brand, product and material words, cp1252 mojibake) the default pool's BPE filled its 4,096 cap
+    where the old pool stopped at 3,551."""
     import dataclasses
     from decision_pipeline.lm.bpe import train_pipeline_tokenizer
     from decision_pipeline.lm.params import TokenizerParams
@@ -198,4 +198,4 @@ def test_junk_and_off_register_pages_add_little_bpe_vocabulary():
     docs = generate_pool(3000, 0.55, np.random.default_rng(3))
     clean, _ = train_pipeline_tokenizer([d["text"] for d in docs if d["meta_kind"] == "clean"], [], tp)
     whole, _ = train_pipeline_tokenizer([d["text"] for d in docs], [], tp)
-    assert len(whole) <= 1.16 * len(clean), (len(clean), len(whole))
+    assert len(whole) <= 1.14 * len(clean), (len(clean), len(whole))
