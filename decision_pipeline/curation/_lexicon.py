@@ -268,3 +268,84 @@ JUNK_TOKENS: list[str] = _w(
     "## $$ %% && || :: == >> << -- ++ ** ~~ ... [] {} () 0x3f 0xff 404 1337 2048 99.9 12.5%"
     " $19.99 #1 #42 @@ ;; // \\\\ |-| =>"
 )
+
+# ---- the web pool's junk and off-register pages (issue 51.4; shares: ingest.noise_weights) ----
+# Built almost only from words the clean registers and the old noise lines already use: the pipeline trains its
+# BPE on the pool, and every new word takes vocabulary entries (a wider output layer: slower pretraining, SFT
+# and generation; docs/findings/curation_pool.md).
+# Navigation pages: a menu bar (site sections, places, months, products), a teaser, link lists and the banner
+# and footer lines of NOISE_BOILERPLATE (nine pages in ten carry one; the rest are link farms the filters miss).
+NAV: list[str] = _w("Home About Contact Subscribe Login") + NEWS["L"] + NEWS["MON"] + QA["TOOL"]
+NAV_LINES: list[str] = [
+    "Read more", "Loading more results please wait", "Click here to see more", "Sign up today",
+    "Best deals of the day click to see more", "Share on Facebook | Share on Twitter | Email this page",
+]
+# Spam pages built from repeated lines (repeated_lines) and keyword stuffing (repeated_ngrams), on the target
+# registers' own nouns, as spam rides on real topics.
+SPAM_LINES: list[str] = [
+    "Buy cheap {N} online best price", "Best {N} deals of the day click to see more",
+    "Click here to download {N} now", "Sign up today and get free {N}", "Buy {N} online now and get free shipping",
+    "Loading more {N} please wait",
+]
+STUFFING_PHRASES: list[str] = [
+    "cheap {N} online", "best {N} price", "buy {N} online", "{N} deals", "free {N} shipping", "best cheap {N}",
+    "{N} online now", "cheap {N} today",
+]
+# Off-register web text: well-formed English pages in registers the target does not have (shop listings and
+# affiliate listicles). No filter targets them; the register classifier does (its background class). Their goods,
+# brands and adjectives are their own (a shop that sold the qa and forum registers' products under the news
+# registers' names made the filtered arm worse than raw random: docs/findings/curation_pool.md), kept few, as each
+# new word costs BPE entries; the sentence frames use words the clean registers already have.
+SHOP: dict[str, list[str]] = {
+    "BR": _w("Zentro Kalora Novix Vexa Orvio Lumina Brisk Nimbus Rivet Tundra"),
+    "PN": _w("jacket sneakers backpack blender headphones lamp kettle sofa mug boots tent wallet"),
+    "A": _w("premium lightweight waterproof compact portable durable black white red blue"),
+    "MON": NEWS["MON"], "DAY": NEWS["DAY"],
+}
+SHOP_TEMPLATES: list[str] = [
+    "Buy the {A} {PN} online today and get free shipping.",
+    "Best price on the {BR} {PN}: {D} percent off.",
+    "The {BR} {PN} is on sale until {MON}.",
+    "In stock: the {A} {PN}, {D} percent off.",
+    "Get the {A} {PN} for {D} percent off.",
+    "Ships in {D} days from the {BR} store.",
+    "Free shipping on every {PN} until {DAY}.",
+    "Price drop: {D} percent off the {A} {PN}.",
+    "Buy the {PN} with the {A} {PN} and get {D} percent off.",
+    "Click here to see more deals on the {BR} {PN}.",
+]
+SEO_TEMPLATES: list[str] = [
+    "We tested every {PN} on the market.",
+    "The {BR} {PN} feels {A} and the price is right.",
+    "It is worth the price, and shipping is free.",
+    "Read our review of the {BR} {PN} before you buy.",
+    "Click here to see the latest price.",
+    "We found the {BR} {PN} {A} and the {PN} {A}.",
+    "The {BR} {PN} is the best {PN} online.",
+    "You can buy it online for {D} percent off until {MON}.",
+    "The {A} {PN} is the one to buy this season.",
+    "Best {PN} deals of the day are here.",
+    "Our pick for {MON}: the {A} {PN} from {BR}.",
+    "Buy it now and get free shipping on the {PN}.",
+]
+# A language the target is not written in (a pseudo-language: syllables -> words, built without randomness):
+# the text of half the broken-encoding pages.
+_SYL = _w("ka ve lo mi tu ra ne so di pa ze ko bu li ga ho ja re ni fo")
+FOREIGN: dict[str, list[str]] = {
+    "FN": [a + b + "n" for a in _SYL[:14] for b in _SYL[6:20]][::2],
+    "FV": [a + b + "t" for a in _SYL[4:18] for b in _SYL[:10]][::3],
+    "FA": [a + "k" + b for a in _SYL[10:20] for b in _SYL[:12]][::3],
+    "FP": [a.capitalize() + b + "sa" for a in _SYL[:10] for b in _SYL[10:16]][::3],
+}
+FOREIGN_TEMPLATES: list[str] = [
+    "{FN} {FV} te {FA} {FN}.",
+    "Ja {FN} {FV} na {FN} ol {FN}.",
+    "{FA} {FN} si {FV} un {FN}, vo {FN} {FV}.",
+    "{FP} {FV} ek {FN} de {FA} {FN}.",
+    "Na {FN} te {FP} {FV} {FA}.",
+    "Ol {FA} {FN} {FV} si {FN} un {FN} de {FP}.",
+    "{FN} de {FN} {FV} te {D} {FN}.",
+]
+# Broken encodings: the letters of a Cyrillic-script page before its UTF-8 is read as cp1252.
+CYRILLIC: dict[str, str] = dict(zip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                                   "абцдефгхийклмнопярстужвьызАБЦДЕФГХИЙКЛМНОПЯРСТУЖВЬЫЗ"))

@@ -2,9 +2,12 @@
 
 The generator stands in for a web crawl: four target registers with distinct length
 profiles and vocabularies (news, encyclopedic, qa, forum), optional caller-supplied
-registers (e.g. ``reasoning``), and web-like noise that the hygiene filters and MinHash
-must remove. All randomness flows from an explicit ``np.random.Generator`` so a seed
-reproduces the pool byte for byte. ``meta_*`` fields are generator-only ground truth for
+registers (e.g. ``reasoning``), web junk that the hygiene filters and MinHash must remove
+(navigation pages, spam, keyword stuffing, broken encodings, symbol junk, stubs,
+near-duplicates) and off-register pages (shop listings, affiliate listicles) that only the
+register classifier can tell from the target (``NOISE_KINDS``; shares in docs/curation.md).
+All randomness flows from an explicit ``np.random.Generator`` so a seed reproduces the pool
+byte for byte. ``meta_*`` fields are generator-only ground truth for
 tests and reports; selection code never reads them.
 """
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,12 +29,20 @@ from decision_pipeline.common.params import rule
 from decision_pipeline.curation import _lexicon as lx
 from decision_pipeline.curation.artifacts import artifact_shares, source_register
 from decision_pipeline.questions.families import reasoning_text
-from decision_pipeline.curation._grammar import CLEAN_GENERATORS, REGISTERS, Draw, near_dup_text, noise_text
+from decision_pipeline.curation._grammar import (CLEAN_GENERATORS, OFF_REGISTER_GENERATORS, OFF_REGISTERS, REGISTERS,
+                                                Draw, near_dup_text, noise_text)
 from decision_pipeline.curation.heldout import drop_near_duplicates, split_external, split_tune
 from decision_pipeline.curation.minhash import MinhashParams
 
-NOISE_KINDS: tuple[str, ...] = ("boilerplate", "repeated", "near_dup", "junk", "short")
-_NOISE_WEIGHTS = np.array([0.2, 0.2, 0.25, 0.15, 0.2])
+# What a web pool holds besides clean text of the target registers (issue 51.4; docs/curation.md, "The pool"):
+# the kinds the hygiene filters target (boilerplate: navigation pages; repeated: spam lines; stuffing: keyword
+# stuffing; mojibake: broken encodings; junk: symbol runs; short: stubs), the near-duplicates MinHash
+# targets, and off-register pages (shop listings, affiliate listicles) the classifier targets.
+NOISE_KINDS: tuple[str, ...] = ("boilerplate", "repeated", "stuffing", "near_dup", "mojibake", "junk", "short",
+                                "off_register")
+# the mix when a caller names none (tests, library use); the pipeline's is ingest.noise_weights
+DEFAULT_NOISE_WEIGHTS: dict[str, float] = {"boilerplate": 0.2, "repeated": 0.1, "stuffing": 0.1, "near_dup": 0.2,
+                                           "mojibake": 0.1, "junk": 0.05, "short": 0.1, "off_register": 0.15}
 # P(safety_score = 0..5); 0 = benign, 5 = most unsafe. Forum/noise skew higher.
 _SAFETY: dict[str, list[float]] = {
     "news": [0.45, 0.3, 0.15, 0.07, 0.02, 0.01],
@@ -51,7 +62,12 @@ DEV_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("register",
 class IngestParams:
     """The pool to curate and the held-out dev target (generated, or external files)."""
     n_docs: int = rule(min=1, max=5_000_000, doc="generated pool size (bounded: the pool is built in memory)")
-    noise_fraction: float = rule(min=0.0, max=0.99, doc="share of generated pool documents that are web noise")
+    noise_fraction: float = rule(min=0.0, max=0.99, doc="share of generated pool documents that are not clean text "
+                                                        "of a target register (the kinds of noise_weights)")
+    noise_weights: dict[str, float] = rule(
+        keys=NOISE_KINDS, min=0.0, doc="relative share of each noise kind among those documents (boilerplate, "
+        "repeated = spam lines, stuffing = keyword stuffing, near_dup, mojibake = broken encodings, junk = symbol "
+        "runs, short = stubs, off_register = well-formed pages of registers the target lacks); a kind left out is 0")
     dev_per_register: int = rule(min=1, doc="generated dev-target documents per register (the classifier's target)")
     heldout_per_register: int = rule(min=1, doc="generated held-out evaluation documents per register (pretrain "
                                                 "perplexity), before near-duplicates of target and pool are dropped")
@@ -94,14 +110,29 @@ def _registers(extra: ExtraRegisters | None) -> list[str]:
     return list(REGISTERS) + list(extra)
 
 
+def _noise_cdf(noise_weights: Mapping[str, float] | None) -> np.ndarray:
+    weights = DEFAULT_NOISE_WEIGHTS if noise_weights is None else noise_weights
+    unknown = sorted(set(weights) - set(NOISE_KINDS))
+    if unknown:
+        raise PipelineError(f"params.yaml: ingest.noise_weights.{unknown[0]}: unknown noise kind; "
+                            f"known: {', '.join(NOISE_KINDS)}")
+    w = np.array([float(weights.get(k, 0.0)) for k in NOISE_KINDS])
+    if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+        raise PipelineError("params.yaml: ingest.noise_weights: weights must be finite, >= 0 and have a positive sum")
+    return np.cumsum(w / w.sum())
+
+
 def generate_pool(n_docs: int, noise_fraction: float, rng: np.random.Generator,
                   extra_registers: ExtraRegisters | None = None,
-                  register_weights: Mapping[str, float] | None = None) -> list[dict]:
+                  register_weights: Mapping[str, float] | None = None,
+                  noise_weights: Mapping[str, float] | None = None) -> list[dict]:
     """Generate ``n_docs`` pool documents; a ``noise_fraction`` share are noise kinds.
 
     Clean documents draw their register from ``register_weights`` (default uniform over
-    built-in + extra registers). Near-duplicates always copy an EARLIER clean document
-    (``meta_dup_of``), so first-in-pool-order dedup keeps the original.
+    built-in + extra registers); noise documents their kind from ``noise_weights`` (default
+    ``DEFAULT_NOISE_WEIGHTS``), off-register ones their register uniformly from ``OFF_REGISTERS``.
+    Near-duplicates always copy an EARLIER clean document (``meta_dup_of``), so first-in-pool-order
+    dedup keeps the original.
     """
     if n_docs <= 0 or not 0.0 <= noise_fraction < 1.0:
         raise PipelineError(f"generate_pool: need n_docs > 0 and 0 <= noise_fraction < 1, "
@@ -112,7 +143,7 @@ def generate_pool(n_docs: int, noise_fraction: float, rng: np.random.Generator,
     if (w < 0).any() or w.sum() <= 0:
         raise PipelineError("params.yaml: ingest.register_weights: weights must be finite, >= 0 and have a positive sum")
     cum_w = np.cumsum(w / w.sum())
-    cum_noise = np.cumsum(_NOISE_WEIGHTS / _NOISE_WEIGHTS.sum())
+    cum_noise = _noise_cdf(noise_weights)
     dup_vocab = lx.NEWS["N"] + lx.ENCYCLOPEDIC["N"] + lx.QA["N"] + lx.FORUM["N"]
     docs: list[dict] = []
     clean_idx: list[int] = []
@@ -120,7 +151,7 @@ def generate_pool(n_docs: int, noise_fraction: float, rng: np.random.Generator,
         d = Draw(rng)
         kind = "clean"
         if d.unif() < noise_fraction:
-            kind = NOISE_KINDS[int(np.searchsorted(cum_noise, d.unif(), side="right"))]
+            kind = NOISE_KINDS[min(int(np.searchsorted(cum_noise, d.unif(), side="right")), len(NOISE_KINDS) - 1)]
             if kind == "near_dup" and not clean_idx:
                 kind = "clean"
         doc: dict = {"id": f"pool-{i:06d}"}
@@ -133,6 +164,9 @@ def generate_pool(n_docs: int, noise_fraction: float, rng: np.random.Generator,
             reg = src["meta_register"]
             doc["text"] = near_dup_text(src["text"], d, dup_vocab)
             doc["meta_dup_of"] = src["id"]
+        elif kind == "off_register":
+            reg = OFF_REGISTERS[min(int(len(OFF_REGISTERS) * d.unif()), len(OFF_REGISTERS) - 1)]
+            doc["text"] = OFF_REGISTER_GENERATORS[reg](d)
         else:
             reg = "noise"
             doc["text"] = noise_text(kind, d)
@@ -251,6 +285,28 @@ def _pool_row(doc: dict) -> dict:
             "meta_json": json.dumps(meta, sort_keys=True, default=str)}
 
 
+def pool_kinds(pool: Sequence[Mapping]) -> dict:
+    """Documents and whitespace words per generator kind and their shares of the pool (the composition
+    docs/curation.md describes), with ``clean`` and ``off_register`` also split by register. An external
+    pool, which records no kind, is one ``unlabelled`` row."""
+    docs: Counter = Counter()
+    words: Counter = Counter()
+    for d in pool:
+        kind, n = d.get("meta_kind") or "unlabelled", len(d["text"].split())
+        keys = [kind, f"{kind}/{d.get('meta_register')}"] if kind in ("clean", "off_register") else [kind]
+        for key in keys:
+            docs[key] += 1
+            words[key] += n
+    n_docs, n_words = max(len(pool), 1), max(sum(len(d["text"].split()) for d in pool), 1)
+    row = lambda k: {"docs": docs[k], "words": words[k], "doc_share": round(docs[k] / n_docs, 4),  # noqa: E731
+                     "word_share": round(words[k] / n_words, 4)}
+    out = {k: row(k) for k in sorted(docs) if "/" not in k}
+    for kind in ("clean", "off_register"):
+        if kind in out:
+            out[kind]["registers"] = {k.split("/", 1)[1]: row(k) for k in sorted(docs) if k.startswith(kind + "/")}
+    return out
+
+
 def ingest(p: IngestParams, seed: int,
            minhash: MinhashParams) -> tuple[list[dict], list[dict], list[dict], list[dict], dict]:
     """Pool rows (POOL_SCHEMA), dev-target, held-out and tune rows (DEV_SCHEMA), and metrics.
@@ -264,7 +320,7 @@ def ingest(p: IngestParams, seed: int,
         pool = load_external_pool(p.external_pool)
     else:
         pool = generate_pool(p.n_docs, p.noise_fraction, make_rng(seed, "pool"), extra_registers=extra,
-                             register_weights=p.register_weights or None)
+                             register_weights=p.register_weights or None, noise_weights=p.noise_weights)
     pool = validate_pool(pool, p.external_pool or "pool")
     if p.external_dev:
         dev = [{"id": str(d["id"]), "text": d["text"], "register": str(d.get("register", ""))}
@@ -291,7 +347,8 @@ def ingest(p: IngestParams, seed: int,
     if tune and {d["register"] for d in tune} != {d["register"] for d in heldout}:
         raise PipelineError("ingest: the tune/held-out split left a register on one side only; raise "
                             "ingest.heldout_per_register or change ingest.tune_fraction")
-    metrics = {"pool_docs": len(pool), "dev_docs": len(dev), "dev_registers": dict(sorted(counts.items())),
+    metrics = {"pool_docs": len(pool), "pool_kinds": pool_kinds(pool),
+               "dev_docs": len(dev), "dev_registers": dict(sorted(counts.items())),
                "heldout_docs": len(heldout), "heldout": held_report, "tune_docs": len(tune),
                "pool_words": int(sum(len(d["text"].split()) for d in pool)),
                "safety_scores": {str(k): v for k, v in sorted(Counter(int(d.get("safety_score") or 0) for d in pool).items())},

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from decision_pipeline.curation.artifacts import KINDS, artifact_shares, count_artifacts, source_register
-from decision_pipeline.curation.documents import IngestParams, generate_pool, ingest
+from decision_pipeline.curation.documents import DEFAULT_NOISE_WEIGHTS, IngestParams, generate_pool, ingest
 from decision_pipeline.curation.minhash import MinhashParams
 
 # 32 whitespace tokens, 18 of them artifacts, counted by hand:
@@ -61,7 +61,8 @@ def test_source_register_reads_the_generator_label_or_says_unlabelled():
 
 
 def test_ingest_reports_the_shares_of_pool_dev_heldout_and_tune():
-    p = IngestParams(n_docs=300, noise_fraction=0.4, dev_per_register=3, heldout_per_register=6,
+    p = IngestParams(n_docs=300, noise_fraction=0.4, noise_weights=dict(DEFAULT_NOISE_WEIGHTS), dev_per_register=3,
+                     heldout_per_register=6,
                      heldout_fraction=0.5, dev_registers=["news", "qa", "reasoning"],
                      register_weights={"news": 1.0, "reasoning": 1.0}, external_pool="", external_dev="",
                      seed_offset=0, tune_fraction=0.5)

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from decision_pipeline.curation import pipeline
-from decision_pipeline.curation.documents import REGISTERS, IngestParams, ingest
+from decision_pipeline.curation.documents import DEFAULT_NOISE_WEIGHTS, NOISE_KINDS, REGISTERS, IngestParams, ingest
 from decision_pipeline.curation.pipeline import ClassifierParams, CurateParams, MinhashParams, curate
 from decision_pipeline.common.errors import PipelineError
 
@@ -94,11 +94,17 @@ def test_every_document_has_one_exact_reason(planted, runs, name):
     assert m["register_mix_by"] == ("list" if name == "curated" else "argmax")
 
 
-def test_estimated_depths_fall_short_deeper_lists_do_not(planted, dev, items):
-    # the research's literal rule: depths in chars/token estimates. The planted pool's selection has more
-    # characters per "token" (word) than the calibration sample, so overfill 1.0 lists fall short
+def test_estimated_depths_fall_short_deeper_lists_do_not(dev, items):
+    # the research's literal rule: depths in chars/token estimates. When the calibration sample has fewer
+    # characters per "token" (word) than the selection, overfill 1.0 lists fall short. A pool whose noise is
+    # symbol junk (2-5 character words) is such a pool; the default noise mix is not (its symbol junk is a
+    # smaller share than the old pool's: on the session pool 6.12 characters per word in the sample, 6.07 in
+    # the selection, and no fallback)
+    from decision_pipeline.curation.documents import generate_pool
+    planted = generate_pool(2000, 0.4, np.random.default_rng(123), noise_weights={"junk": 1.0})
     short = curate("curated", planted, dev, items, words, params(depth_count="estimated"), seed=3,
                    provenance={}).metrics
+    assert short["chars_per_token"] < short["selected_chars_per_token"]
     assert short["fallback_docs"] > 0 and short["rule"]["depth_count"] == "estimated"
     assert short["fallback_docs"] == sum(v["reserve_used_docs"] for v in short["register_mix"].values())
     deep = curate("curated", planted, dev, items, words, params(depth_count="estimated", overfill=1.6), seed=3,
@@ -127,7 +133,8 @@ MINHASH = MinhashParams(num_perm=64, bands=16, rows=4, ngram=5)
 
 
 def test_ingest_pool_dev_and_heldout_are_disjoint_and_counted():
-    p = IngestParams(n_docs=120, noise_fraction=0.25, dev_per_register=3, heldout_per_register=4, heldout_fraction=0.5,
+    p = IngestParams(n_docs=120, noise_fraction=0.25, noise_weights=dict(DEFAULT_NOISE_WEIGHTS), dev_per_register=3,
+                     heldout_per_register=4, heldout_fraction=0.5,
                      dev_registers=["news", "qa", "reasoning"], register_weights={"news": 1.0, "reasoning": 1.0},
                      external_pool="", external_dev="", seed_offset=0, tune_fraction=0.0)
     pool, dev, heldout, tune, metrics = ingest(p, seed=5, minhash=MINHASH)
@@ -139,6 +146,11 @@ def test_ingest_pool_dev_and_heldout_are_disjoint_and_counted():
     texts = [{d["text"] for d in part} for part in (pool, dev, heldout)]
     assert not texts[0] & texts[1] and not texts[0] & texts[2] and not texts[1] & texts[2]
     assert sum(metrics["safety_scores"].values()) == 120
+    kinds = metrics["pool_kinds"]  # the composition by generator kind (docs/curation.md, "The pool")
+    assert sum(k["docs"] for k in kinds.values()) == 120
+    assert sum(k["words"] for k in kinds.values()) == metrics["pool_words"]
+    assert set(kinds) <= {"clean", *NOISE_KINDS} and {"news", "reasoning"} <= set(kinds["clean"]["registers"])
+    assert sum(r["docs"] for r in kinds["clean"]["registers"].values()) == kinds["clean"]["docs"]
     assert all(set(json.loads(r["meta_json"])) >= {"meta_kind", "meta_register"} for r in pool)
     again, _, held_again, _, _ = ingest(p, seed=5, minhash=MINHASH)
     assert again == pool and held_again == heldout
@@ -149,7 +161,8 @@ def test_ingest_pool_dev_and_heldout_are_disjoint_and_counted():
 def test_tune_set_is_a_stable_hash_share_of_the_held_out_documents():
     """Curation knobs are read on the tune part; the held-out part is left for the headline."""
     from decision_pipeline.common.hashing import stable_split
-    base = dict(n_docs=120, noise_fraction=0.25, dev_per_register=3, heldout_per_register=8, heldout_fraction=0.5,
+    base = dict(n_docs=120, noise_fraction=0.25, noise_weights=dict(DEFAULT_NOISE_WEIGHTS), dev_per_register=3,
+                heldout_per_register=8, heldout_fraction=0.5,
                 dev_registers=["news", "qa"], register_weights={"news": 1.0}, external_pool="", external_dev="",
                 seed_offset=0)
     _, _, whole, none, _ = ingest(IngestParams(**base, tune_fraction=0.0), seed=5, minhash=MINHASH)

@@ -379,6 +379,12 @@ CASES: dict[str, Callable[[Path, Inputs], Case]] = {
     "params-all-weights-zero": lambda t, i: ingest_case(
         t, ("ingest.register_weights", "positive sum"),
         {"ingest.register_weights": {"news": 0.0, "encyclopedic": 0.0, "qa": 0.0, "forum": 0.0, "reasoning": 0.0}}),
+    "params-typo-in-noise-weights": lambda t, i: ingest_case(
+        t, ("ingest.noise_weights.mojibak: unknown key",), {"ingest.noise_weights": {"mojibak": 0.1, "junk": 0.9}}),
+    "params-negative-noise-weight": lambda t, i: ingest_case(
+        t, ("ingest.noise_weights", "expected a value >= 0"), {"ingest.noise_weights": {"junk": -0.1, "short": 1.0}}),
+    "params-all-noise-weights-zero": lambda t, i: ingest_case(
+        t, ("ingest.noise_weights", "positive sum"), {"ingest.noise_weights": {"junk": 0.0, "short": 0.0}}),
     "params-n-docs-unbounded": lambda t, i: ingest_case(
         t, ("ingest.n_docs: expected a value <= 5000000",), {"ingest.n_docs": 10 ** 12}),
     "params-per-cell-unbounded": lambda t, i: items_case(
