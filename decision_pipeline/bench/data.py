@@ -1,14 +1,17 @@
 """The S1MB benchmark set the `s1mb@{model}` stages score against (stage `s1mb_data`).
 
 source: synthetic (default/micro profiles)
-    Benchmarks in the exact S1MB formats built offline from the items' own
-    ``bench`` split (``decision_pipeline.bench.synthetic``): one per (family,
-    task) plus a many-option choice set, written as ``benchmarks/``,
-    ``categories/<category>.json``, ``datasets/<subset>/test/``. The split
-    enters no training, calibration or evaluation step (splits hash an
-    order-insensitive key, so no twin of a bench question sits in another
-    split): the benchmarks are a second measurement, not the eval split
-    re-scored.
+    Benchmarks in the exact S1MB formats built offline
+    (``decision_pipeline.bench.synthetic``): one per (family, task) plus a
+    many-option choice set, written as ``benchmarks/``,
+    ``categories/<category>.json``, ``datasets/<subset>/test/``. The questions
+    come from ``bench_source``: ``transfer`` (default) generates them with the
+    bench-only families of ``decision_pipeline.bench.transfer``, whose
+    sentences no training family or pretraining document uses (a template
+    overlap test keeps it so), so the benchmarks measure transfer; ``items``
+    reads the items' own ``bench`` split (training families and templates, in
+    no training, calibration or evaluation step), which re-measures the eval
+    on unseen slot words.
 source: local (GPU profile)
     A local export of the real data, laid out as
         <local_dir>/benchmarks/<id>.json         (upstream evaluator/data/benchmarks)
@@ -21,7 +24,8 @@ source: local (GPU profile)
 
 Both write ``<out>/index.json``: source, category, data_root, dataset_source
 {repo_id, revision}, per-benchmark task/counts and the file hashes (synthetic:
-also ``items_split``, the split the questions came from).
+also ``bench_source``, and ``items_split``, the split the questions came from,
+where that is ``items``).
 """
 from __future__ import annotations
 
@@ -49,13 +53,20 @@ _HEX40 = re.compile(r"[0-9a-f]{40}")
 # The items split the synthetic set is built from: `questions.splits.BENCH_SPLIT` (a test keeps them
 # equal; named here so the stage's code deps stay the bench package)
 ITEMS_SPLIT = "bench"
+BENCH_SOURCES = ("transfer", "items")
 
 
 @dataclass
 class S1mbDataParams:
-    """Where the benchmarks come from; `max_cases`/`many_options` shape the synthetic set only."""
-    source: str = rule(choices=("synthetic", "local"), doc="synthetic: built from the items' bench split "
-                       "(questions no other step sees); local: an export")
+    """Where the benchmarks come from; `bench_source`, `transfer_per_level`, `max_cases` and `many_options`
+    shape the synthetic set only."""
+    source: str = rule(choices=("synthetic", "local"), doc="synthetic: built offline (see bench_source); "
+                       "local: an export")
+    bench_source: str = rule(choices=BENCH_SOURCES, doc="synthetic: transfer = bench-only generators whose "
+                             "templates (and two skills) no training or pretraining text has (a transfer test); "
+                             "items = the items' bench split (training templates, unseen questions)")
+    transfer_per_level: int = rule(min=1, max=40, doc="synthetic, bench_source transfer: questions per "
+                                   "(family, level), before max_cases")
     category: str = rule(doc="category id, e.g. synthetic-v1 or english-v1")
     local_dir: str = rule(external=True, doc="local export of the real data (source: local)")
     revision: str = rule(doc="40-hex HF dataset commit of the local export; '' = content hash")
@@ -82,9 +93,11 @@ def _summary(definitions: dict[str, Benchmark], ids: list[str]) -> dict:
 
 
 def build_synthetic_set(out: Path, questions: list[dict], p: S1mbDataParams, seed: int) -> dict:
-    """Write the synthetic set built from the bench-split `questions` to `out`; return its index."""
-    built = synthetic.build_synthetic(questions, category=p.category, seed=seed,
-                                      many_options=p.many_options, max_cases=p.max_cases)
+    """Write the synthetic set built from `questions` to `out` (the bench split, or `bench.transfer`'s
+    questions for `bench_source: transfer`: the stage makes them, so scoring never imports the
+    generators); return its index."""
+    built = synthetic.build_synthetic(questions, category=p.category, seed=seed, many_options=p.many_options,
+                                      max_cases=p.max_cases, source=p.bench_source)
     with atomic_dir(out) as tmp:
         files = synthetic.write_synthetic(tmp, built)
         ids = list(built.category["benchmarks"])
@@ -93,7 +106,8 @@ def build_synthetic_set(out: Path, questions: list[dict], p: S1mbDataParams, see
         load_category(tmp / "categories" / f"{p.category}.json", definitions)
         for bid in ids:
             load_cases(tmp, definitions[bid])
-        index = {"source": "synthetic", "items_split": ITEMS_SPLIT, "category": p.category, "data_root": ".",
+        origin = {"bench_source": p.bench_source} | ({"items_split": ITEMS_SPLIT} if p.bench_source == "items" else {})
+        index = {"source": "synthetic", **origin, "category": p.category, "data_root": ".",
                  "dataset_source": {"repo_id": SYNTHETIC_REPO, "revision": synthetic.dataset_revision(built)},
                  "benchmarks": {b: {"task": definitions[b].task, "case_count": definitions[b].case_count,
                                     "decision_count": definitions[b].decision_count} for b in ids},
@@ -169,6 +183,7 @@ def bench_metrics(index: dict) -> dict:
     metrics = {k: index[k] for k in ("source", "category", "n_benchmarks", "n_cases", "n_judgments",
                                      "benchmarks_per_task")}
     metrics["dataset_revision"] = index["dataset_source"]["revision"]
-    if "items_split" in index:
-        metrics["items_split"] = index["items_split"]
+    for key in ("bench_source", "items_split"):
+        if key in index:
+            metrics[key] = index[key]
     return metrics

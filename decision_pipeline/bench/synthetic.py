@@ -1,19 +1,29 @@
 """An offline S1MB-format benchmark set built from the procedural question families.
 
 The real S1MB data (137 English benchmarks) needs a licence click-through and a
-GPU-sized model; the default (CPU) profile instead turns the items' own ``bench``
-split (questions that enter no training, calibration or evaluation step) into
-benchmarks with exactly the upstream formats, so the same scoring library,
-result files, Task Avg and Borda run end to end on a laptop:
+GPU-sized model; the default (CPU) profile instead builds benchmarks with exactly
+the upstream formats offline, so the same scoring library, result files, Task Avg
+and Borda run end to end on a laptop. Where the questions come from is
+``s1mb_data.bench_source``:
+
+- ``transfer`` (default): ``decision_pipeline.bench.transfer``'s bench-only
+  generators, whose sentences no training family or pretraining document uses
+  (two of them ask for held-out skills), so the set measures transfer, not the
+  eval re-scored. Subsets ``contains`` (noul), ``kind`` and ``smallest``
+  (choice), ``tally`` (score, soft targets from level 2 on) and the many-option
+  ``smallest-many``;
+- ``items``: the items' own ``bench`` split (questions of the four training
+  families that enter no training, calibration or evaluation step). Subsets
+  ``keyword``, ``category``, ``larger``, ``count`` and ``larger-many``.
+
+Either way:
 
 - one *subset* per question family (``datasets/<family>``) and one benchmark per
-  (family, task): ``keyword-noul-test-v1``, ``category-choice-test-v1``,
-  ``larger-choice-test-v1``, ``count-score-test-v1`` (hard targets everywhere
-  except ``count`` from level 2 on, whose targets are soft);
-- one many-option choice subset, ``larger-many`` (``larger-many-choice-test-v1``):
-  every bench ``larger`` question extended deterministically to ``n_options``
-  (default 12 > the 8 answer labels) distinct numbers, so adapters must compose
-  a chunked readout to answer it;
+  (family, task), e.g. ``contains-noul-test-v1`` or ``keyword-noul-test-v1``;
+- one many-option choice subset, ``smallest-many`` (from ``smallest``) or
+  ``larger-many`` (from ``larger``): every such question extended
+  deterministically to ``n_options`` (default 12 > the 8 answer labels) distinct
+  numbers, so adapters must compose a chunked readout to answer it;
 - definitions (§2) in ``benchmarks/<id>.json``, a category file in
   ``categories/<category>.json`` and the rows (§3.1) as JSONL in
   ``datasets/<subset>/test/data.jsonl`` — the layout ``load_benchmarks``,
@@ -47,14 +57,18 @@ from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_random, stable_subset
 
 __all__ = [
-    "SPLIT", "STATE_JSON", "MANY_SUBSET", "SyntheticSet", "slug", "benchmark_id", "larger_many",
+    "SPLIT", "STATE_JSON", "MANY_SUBSET", "SMALLEST_MANY", "MANY_SUBSETS", "SyntheticSet", "slug", "benchmark_id",
+    "many_question", "larger_many",
     "question_row", "build_synthetic", "write_synthetic", "dataset_revision",
 ]
 
 SPLIT = "test"
 STATE_JSON = "{}"  # synthetic questions carry their whole input in the instructions
 DECISION_ID = "q"
-MANY_SUBSET = "larger-many"
+MANY_SUBSET = "larger-many"  # the items bench's many-option subset (from `larger`)
+SMALLEST_MANY = "smallest-many"  # the transfer bench's (from the held-out `smallest` family)
+# source family -> its many-option subset; whichever the questions hold is built
+MANY_SUBSETS = {"larger": MANY_SUBSET, "smallest": SMALLEST_MANY}
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -104,27 +118,32 @@ def question_row(q: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def larger_many(q: Mapping[str, Any], n_options: int, seed: int) -> dict:
-    """Extend a ``larger`` question to ``n_options`` distinct numbers (deterministic per id).
+def many_question(q: Mapping[str, Any], n_options: int, seed: int, subset: str = MANY_SUBSET) -> dict:
+    """Extend a ``larger`` or ``smallest`` question to ``n_options`` distinct numbers (deterministic per id).
 
     The original numbers are kept, new ones are drawn from 0..max(999, ...)
-    without repeats, the list is shuffled and the gold is the largest. Ids are
-    ``o0..o{n-1}`` in the new authored order.
+    without repeats, the list is shuffled and the gold is the largest (``larger``)
+    or the smallest (``smallest``). Ids are ``o0..o{n-1}`` in the new authored order.
     """
-    rng = make_random(seed, "s1mb", MANY_SUBSET, q["id"])
+    rng = make_random(seed, "s1mb", subset, q["id"])
     numbers = [int(o["text"]) for o in q["options"]]
     hi = max(999, n_options * 4, *numbers)
     taken = set(numbers)
     pool = [x for x in range(hi + 1) if x not in taken]
     numbers = numbers + rng.sample(pool, n_options - len(numbers))
     rng.shuffle(numbers)
-    best = max(numbers)
+    word, best = ("smallest", min(numbers)) if subset == SMALLEST_MANY else ("largest", max(numbers))
     gold = f"o{numbers.index(best)}"
     options = [{"id": f"o{i}", "text": str(x), "value": None} for i, x in enumerate(numbers)]
-    return {"id": f"{q['id']}-x{n_options}", "family": MANY_SUBSET, "level": int(q.get("level", 0)),
+    return {"id": f"{q['id']}-x{n_options}", "family": subset, "level": int(q.get("level", 0)),
             "task": "choice", "question": q["question"], "options": options, "gold": gold,
             "target": {o["id"]: float(o["id"] == gold) for o in options},
-            "trace": f"The largest of {n_options} numbers is {best}."}
+            "trace": f"The {word} of {n_options} numbers is {best}."}
+
+
+def larger_many(q: Mapping[str, Any], n_options: int, seed: int) -> dict:
+    """A ``larger`` question extended to ``n_options`` numbers (the ``items`` bench's many-option subset)."""
+    return many_question(q, n_options, seed, MANY_SUBSET)
 
 
 @dataclass
@@ -137,28 +156,31 @@ class SyntheticSet:
 
 
 def build_synthetic(questions: Iterable[Mapping[str, Any]], *, category: str, seed: int,
-                    many_options: int = 12, max_cases: int | None = None) -> SyntheticSet:
-    """Benchmarks per (family, task) from the bench-split questions, plus the many-option subset.
+                    many_options: int = 12, max_cases: int | None = None, source: str = "items") -> SyntheticSet:
+    """Benchmarks per (family, task) from the given questions, plus the many-option subset(s).
 
+    ``source`` names where the questions come from (``items``: the items' bench
+    split; ``transfer``: ``bench.transfer``) for the category description alone.
     ``max_cases`` caps each family (the lowest ids by SHA-256 rank are kept, a
     seed-free sample stable across machines). ``many_options`` < 9 skips the
-    many-option subset (it would not need chunking).
+    many-option subsets (they would not need chunking).
     """
     by_family: dict[str, list[dict]] = defaultdict(list)
     for q in questions:
         by_family[slug(q.get("family", "external"))].append(dict(q))
     if not by_family:
         raise PipelineError("s1mb_data: no bench questions to build benchmarks from; raise items.splits.bench")
-    if MANY_SUBSET in by_family:
-        raise PipelineError(f"s1mb_data: family name {MANY_SUBSET!r} is reserved for the many-option subset")
+    for reserved in sorted(set(MANY_SUBSETS.values()) & set(by_family)):
+        raise PipelineError(f"s1mb_data: family name {reserved!r} is reserved for a many-option subset")
     subsets: dict[str, list[dict]] = {}
     for family in sorted(by_family):
         chosen = by_family[family]
         if max_cases is not None:
             chosen = stable_subset(chosen, max_cases, f"s1mb:{family}")
         subsets[family] = sorted(chosen, key=lambda q: q["id"])
-    if many_options > 8 and subsets.get("larger"):
-        subsets[MANY_SUBSET] = [larger_many(q, many_options, seed) for q in subsets["larger"]]
+    for family, many in MANY_SUBSETS.items():
+        if many_options > 8 and subsets.get(family):
+            subsets[many] = [many_question(q, many_options, seed, many) for q in subsets[family]]
     rows = {s: [question_row(q) for q in qs] for s, qs in subsets.items()}
     definitions: dict[str, Benchmark] = {}
     for subset, qs in subsets.items():
@@ -170,13 +192,20 @@ def build_synthetic(questions: Iterable[Mapping[str, Any]], *, category: str, se
                 bid = benchmark_id(subset, task)
                 definitions[bid] = Benchmark(bid, task, f"datasets/{subset}", SPLIT, counts[task],
                                              counts[task], PRIMARY_METRIC[task])
-    cat = {"id": category, "name": f"Synthetic {category}",
-           "description": "Offline S1MB-format benchmarks built from the pipeline's procedural questions of the "
-                          "items' bench split, which no training, calibration or evaluation step reads "
-                          "(decision_pipeline/bench/synthetic.py).",
+    cat = {"id": category, "name": f"Synthetic {category}", "description": _DESCRIPTION[source],
            "benchmarks": sorted(definitions)}
     parse_category(cat, definitions)  # validates the id and the references
     return SyntheticSet(definitions, cat, rows)
+
+
+_DESCRIPTION = {
+    "items": "Offline S1MB-format benchmarks built from the pipeline's procedural questions of the "
+             "items' bench split, which no training, calibration or evaluation step reads "
+             "(decision_pipeline/bench/synthetic.py).",
+    "transfer": "Offline S1MB-format benchmarks built from bench-only question generators whose sentences no "
+                "training family or pretraining document uses, two of them skills no training family teaches "
+                "(decision_pipeline/bench/transfer.py): a transfer test.",
+}
 
 
 def _jsonl(rows: Sequence[Mapping[str, Any]]) -> str:

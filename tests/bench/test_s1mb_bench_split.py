@@ -1,6 +1,8 @@
-"""The synthetic S1MB benchmarks come from the items' own `bench` split (issue 35.4): on the data the
-default and micro profiles generate, no benchmark case shares a question id or a normalised key with
-any other split, and every benchmark keeps enough cases for its CI to mean something."""
+"""The synthetic S1MB benchmarks share no question with the items (issue 35.4): with `bench_source:
+items` they come from the items' own `bench` split, and on the data the default and micro profiles
+generate no benchmark case shares a question id or a normalised key with any other split; with the
+default `bench_source: transfer` (issue 50.5) no case shares a normalised key with any item at all.
+Every benchmark keeps enough cases for its CI to mean something."""
 from __future__ import annotations
 
 import json
@@ -27,10 +29,11 @@ def test_the_stage_reads_the_split_the_items_stage_names():
     assert "pool" not in HELD_OUT_SPLITS
 
 
-def _bench_rows(profile: str, tmp: Path) -> tuple[list[dict], list[dict], dict]:
-    """The profile's items (as the items stage builds them) and the rows s1mb_data writes from them."""
+def _bench_rows(profile: str, tmp: Path, bench_source: str = "items") -> tuple[list[dict], list[dict], dict]:
+    """The profile's items (as the items stage builds them) and the rows s1mb_data writes with `bench_source`."""
     from stages import s1mb_data
     params = merged_profile(profile, ROOT)
+    params["s1mb_data"]["bench_source"] = bench_source
     p = from_dict(ItemsParams, params["items"], f"{profile} profile: items")
     rows, _ = build_items(p, params["base"]["seed"] + p.seed_offset)
     write_table(tmp / "items.parquet", rows, QUESTION_SCHEMA)
@@ -69,9 +72,24 @@ def test_benchmarks_share_no_id_or_key_with_any_other_split(profile, tmp_path):
         assert min(families.values()) >= DEFAULT_MIN_CASES, families
 
 
+@pytest.mark.parametrize("profile", ["default", "micro"])
+def test_transfer_benchmarks_share_no_id_or_key_with_any_item(profile, tmp_path):
+    assert merged_profile(profile, ROOT)["s1mb_data"]["bench_source"] == "transfer"  # the default
+    items, cases, metrics = _bench_rows(profile, tmp_path, "transfer")
+    assert metrics["bench_source"] == "transfer" and metrics["n_cases"] == len(cases) > 0
+    item_ids, item_keys = {q["id"] for q in items}, {normalised_key(q) for q in items}
+    for case in cases:
+        assert case["case_id"] not in item_ids and normalised_key(_as_question(case)) not in item_keys
+    families = Counter(case["group_id"].rsplit("-L", 1)[0] for case in cases)
+    assert set(families) == {"contains", "kind", "smallest", "tally", "smallest-many"}
+    if profile == "default":
+        assert min(families.values()) >= DEFAULT_MIN_CASES, families
+
+
 def test_no_bench_split_is_one_line_naming_the_key(tmp_path, capsys):
     from stages import s1mb_data
     params = merged_profile("micro", ROOT)
+    params["s1mb_data"]["bench_source"] = "items"
     p = from_dict(ItemsParams, params["items"], "micro profile: items")
     rows, _ = build_items(p, 1)
     write_table(tmp_path / "items.parquet", [r | {"split": "eval"} if r["split"] == BENCH_SPLIT else r for r in rows],

@@ -26,8 +26,11 @@ FAMILY_BENCHMARKS = ["category-choice-test-v1", "count-score-test-v1", "keyword-
 
 
 def params(tmp: Path, cohort_dir: str = "", route_fraction: float = 0.0, **data) -> Path:
+    """Params for these tests; the set is built from the fixture questions (`bench_source: items`), so rows
+    round-trip to known questions (the default transfer set: tests/bench/test_transfer_*.py)."""
     doc = {"base": {"seed": 7, "profile": "default"},
-           "s1mb_data": {"source": "synthetic", "category": "synthetic-v1", "local_dir": "configs/external/none", "revision": "",
+           "s1mb_data": {"source": "synthetic", "bench_source": "items", "transfer_per_level": 16,
+                         "category": "synthetic-v1", "local_dir": "configs/external/none", "revision": "",
                          "max_cases": 15, "many_options": 12, **data},
            "s1mb": {"batch_size": 16, "route_fraction": route_fraction, "route_eps": 0.01, "max_new_tokens": 8,
                     "cohort_dir": cohort_dir, "threads": 1, "backend": "hf", "bootstrap": 20}}

@@ -426,6 +426,8 @@ CASES: dict[str, Callable[[Path, Inputs], Case]] = {
     "generate-torn-line-in-resumed-log": torn_resume_case,
     "s1mb-data-local-without-dir": lambda t, i: s1mb_data_case(
         t, i, ("s1mb_data.local_dir",), {"s1mb_data.source": "local"}),
+    "s1mb-data-unknown-bench-source": lambda t, i: s1mb_data_case(
+        t, i, ("s1mb_data.bench_source",), {"s1mb_data.bench_source": "eval"}),
     # ---- chain logs (select_chains)
     "chains-torn-middle-line": lambda t, i: select_case(
         t, i, ("chains.jsonl:2: malformed JSON",), [chain(q) for q in pool_question_ids(i)[:3]], {1: '{"id": "x'}),
