@@ -84,7 +84,7 @@ def _command_files() -> list[Path]:
     files = [ROOT / "Makefile", ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
              *sorted((ROOT / ".github").rglob("*.yml")), *sorted((ROOT / "scripts").glob("*")),
              *sorted((ROOT / "perf").glob("*.py")), *sorted((ROOT / "tests").rglob("*.py")), *sorted(LIB.rglob("*.py"))]
-    return [p for p in files if p.is_file() and p.name != "architecture.md"]
+    return [p for p in files if p.is_file()]
 
 
 def test_every_command_line_names_a_verb():
@@ -99,3 +99,34 @@ def test_every_command_line_names_a_verb():
                     line = text.count("\n", 0, m.start()) + 1
                     bad.append(f"{path.relative_to(ROOT)}:{line}: {m.group(0)}")
     assert not bad, "command lines that name a module or no known verb:\n" + "\n".join(bad)
+
+
+SUBCOMMAND = re.compile(r"-m\s+decision_pipeline\s+([\w-]+)\s+([a-z][\w-]*)")
+CHOICES = re.compile(r"\{([\w,-]+)\}")
+REFUSED = {("profiles", "apply")}  # kept for its one-line pointer at `config profile`
+
+
+def test_every_subcommand_is_one_the_verb_offers():
+    """A workflow line with a subcommand the verb lacks only fails on the machine that runs it, so the
+    verb's own --help decides here; `profiles apply` exists only to refuse and point at `config profile`
+    (pr.yml ran it and stopped with exit 2, issue 53), so a command line may not use it either."""
+    seen: dict[str, set[tuple[str, str]]] = {}
+    for path in _command_files():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for m in SUBCOMMAND.finditer(text):
+            verb, word = m.group(1), m.group(2)
+            line = text.count("\n", 0, m.start()) + 1
+            seen.setdefault(verb, set()).add((word, f"{path.relative_to(ROOT)}:{line}"))
+    bad, checked = [], 0
+    for verb in sorted(v for v in seen if v in ("config", "profiles", "preflight", "review-ui", "s1mb")):
+        out = subprocess.run([sys.executable, "-m", "decision_pipeline", verb, "--help"], capture_output=True,
+                             text=True, cwd=ROOT, timeout=120)
+        found = CHOICES.search(out.stdout)
+        assert found, f"{verb} --help lists no subcommands: {out.stdout[:300]!r}"
+        choices = set(found.group(1).split(","))
+        for word, where in sorted(seen[verb]):
+            checked += 1
+            if word not in choices or (verb, word) in REFUSED:
+                bad.append(f"{where}: {verb} {word} (offers {', '.join(sorted(choices))})")
+    assert checked, "no subcommand lines found: the pattern no longer matches the command lines"
+    assert not bad, "subcommands the verb does not offer:\n" + "\n".join(bad)
