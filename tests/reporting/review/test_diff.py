@@ -81,8 +81,8 @@ def test_keys_the_route_fraction_sets_are_not_findings_on_the_committed_metrics(
         for key in ("routed_questions", "routed_parsed", "routed_post_chain"):
             doc[key] = round(doc[key] * 2 / 3)
     changed["metrics/s1mb/sft.json"]["task_avg_routed"] += 0.4   # reseed sd 0.0751: p 0.013, the one judged key
-    assert committed["metrics/s1mb/sft.json"]["routed_questions"] == 98 and \
-        changed["metrics/s1mb/sft.json"]["routed_questions"] == 65
+    routed = committed["metrics/s1mb/sft.json"]["routed_questions"]   # 98 when issue 54 was filed
+    assert routed > 30 and changed["metrics/s1mb/sft.json"]["routed_questions"] == round(routed * 2 / 3) < routed
     params = {"params.yaml": {"s1mb.route_fraction": {"old": 0.3, "new": 0.2}}}
     rows = metric_rows(diff_metrics(committed, changed), bands(noise, "reseed"), params)
     routing = [r for r in rows if r["key"].startswith(("routed_", "route_fraction"))]
