@@ -1,0 +1,79 @@
+"""Prototype pretraining: the committed run's curated selection, its reasoning documents rewritten in a
+new family set's trace format, packed into seq_len windows; a fresh Qwen2 of a given shape."""
+import argparse, importlib, json, math, random, sys, time
+import pyarrow.parquet as pq
+import torch
+sys.path.insert(0, "/work/main")
+from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--fams", default="fams2")
+ap.add_argument("--layers", type=int, default=2)
+ap.add_argument("--hidden", type=int, default=128)
+ap.add_argument("--heads", type=int, default=4)
+ap.add_argument("--epochs", type=float, default=1.0)
+ap.add_argument("--seq", type=int, default=128)
+ap.add_argument("--bs", type=int, default=16)
+ap.add_argument("--lr", type=float, default=3e-3)
+ap.add_argument("--reasoning-share", type=float, default=-1, help="override: share of docs that are reasoning")
+ap.add_argument("--out", required=True)
+ap.add_argument("--threads", type=int, default=1)
+a = ap.parse_args()
+torch.set_num_threads(a.threads)
+fams = importlib.import_module(a.fams)
+tok = AutoTokenizer.from_pretrained("base")
+sel = json.load(open("/work/main/data/curate/curated/selection.json"))
+ids = sel["ids"][: sel["n_budget_docs"]]
+pool = pq.read_table("/work/main/data/pool/pool.parquet").to_pylist()
+by_id = {r["id"]: r for r in pool}
+rng = random.Random(0)
+
+
+def reasoning_doc(r):
+    f = r.choice(sorted(fams.FAMILIES))
+    q = fams.FAMILIES[f](r, r.randrange(5))
+    opts = "\n".join(f"{'ABCDEFGH'[i]}) {o['text']}" for i, o in enumerate(q["options"]))
+    gold = next(i for i, o in enumerate(q["options"]) if o["id"] == q["gold"])
+    return f"{q['question']}\n{opts}\n{q['trace']}\nAnswer: {'ABCDEFGH'[gold]}"
+
+
+texts = []
+for i in ids:
+    d = by_id[i]
+    reg = json.loads(d["meta_json"]).get("meta_register")
+    texts.append(reasoning_doc(rng) if reg == "reasoning" else d["text"])
+n_reason = sum(1 for i in ids if json.loads(by_id[i]["meta_json"]).get("meta_register") == "reasoning")
+print(f"docs {len(texts)} reasoning {n_reason}", flush=True)
+stream = []
+for t in texts:
+    stream += tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+n_win = len(stream) // a.seq
+windows = torch.tensor(stream[: n_win * a.seq]).view(n_win, a.seq)
+steps = int(a.epochs * n_win / a.bs)
+print(f"tokens {len(stream)} windows {n_win} steps {steps}", flush=True)
+cfg = Qwen2Config(vocab_size=len(tok), hidden_size=a.hidden, intermediate_size=4 * a.hidden, num_hidden_layers=a.layers,
+                  num_attention_heads=a.heads, num_key_value_heads=a.heads, max_position_embeddings=1024,
+                  tie_word_embeddings=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+torch.manual_seed(0)
+model = Qwen2ForCausalLM(cfg)
+print("params", sum(p.numel() for p in model.parameters()), flush=True)
+opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0)
+g = torch.Generator().manual_seed(0)
+t0 = time.time()
+order = torch.randperm(n_win, generator=g)
+pos = 0
+for s in range(steps):
+    if pos + a.bs > n_win:
+        order, pos = torch.randperm(n_win, generator=g), 0
+    batch = windows[order[pos:pos + a.bs]]
+    pos += a.bs
+    lr = a.lr * min(1, (s + 1) / 20) * (0.5 * (1 + math.cos(math.pi * s / steps)) if s >= 20 else 1)
+    for pg in opt.param_groups:
+        pg["lr"] = lr
+    loss = model(input_ids=batch, labels=batch).loss
+    opt.zero_grad(); loss.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step()
+    if s % 100 == 0:
+        print(f"step {s}/{steps} loss {loss.item():.3f} {time.time() - t0:.0f}s", flush=True)
+model.save_pretrained(a.out)
+tok.save_pretrained(a.out)
+print(f"done {time.time() - t0:.0f}s", flush=True)

@@ -1,0 +1,25 @@
+"""Teacher-forced accuracy of a pretrained base on the chain line of label-anchored documents, by family."""
+import random, sys, torch, importlib
+from transformers import AutoTokenizer, AutoModelForCausalLM
+torch.set_num_threads(1)
+model_dir, famsmod = sys.argv[1], sys.argv[2]
+fams = importlib.import_module(famsmod)
+tok = AutoTokenizer.from_pretrained(model_dir); m = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+rng = random.Random(123)
+LAYOUT = set(tok(', . = ? So so no yes max > < , A) B) C) D)', add_special_tokens=False)['input_ids'])
+for f in sorted(fams.FAMILIES):
+    hit = tot = ch = ct = 0
+    for _ in range(100):
+        q = fams.FAMILIES[f](rng, rng.randrange(1, 5))
+        opts = "\n".join(f"{'ABCDEFGH'[i]}) {o['text']}" for i, o in enumerate(q["options"]))
+        head = f"{q['question']}\n{opts}\n"
+        a = tok(head, add_special_tokens=False)["input_ids"]; b = tok(q["trace"], add_special_tokens=False)["input_ids"]
+        ids = torch.tensor([a + b])
+        with torch.no_grad():
+            pred = m(input_ids=ids).logits[0, len(a) - 1:-1].argmax(-1)
+        hit += (pred == ids[0, len(a):]).sum().item(); tot += len(b)
+        qset = set(tok(q["question"], add_special_tokens=False)["input_ids"]) - LAYOUT
+        for t, p in zip(b, pred.tolist()):
+            if t in qset:
+                ch += (t == p); ct += 1
+    print(f"{model_dir} {f}: chain-token accuracy {hit / tot:.3f} over {tot} tokens; on tokens found in the question {ch / max(ct, 1):.3f} over {ct}", flush=True)
