@@ -108,7 +108,9 @@ def collect(baseline: str, names: list[str]) -> dict:
             raise PipelineError(f"curate ablation: {n} differs from {baseline[:12]} in {other}, not only in curate."
                                 f"{{{','.join(GRID_KEYS)}}}; remove it (dvc exp remove {n}) and run it again")
     rows = [row(n, params_at(refs[n]), metrics_at(refs[n]), base) for n in names]
-    rows.sort(key=lambda r: (MODES.index(r["mode"]) if r["mode"] in MODES else len(MODES), r["overfill"] or 0))
+    # the three fill modes at overfill 1.0 first (rows 0-2: what docs/ cites), then the docs rule's depths
+    rows.sort(key=lambda r: (r["overfill"] != 1.0, MODES.index(r["mode"]) if r["mode"] in MODES else len(MODES),
+                             r["overfill"] or 0))
     return {"source": f"experiments curate-* found by name, params checked against {baseline[:12]} (git trees)",
             "target": "pretrain@curated",
             "read_on": "tune set (ingest.tune_fraction of the held-out documents)", "rows": rows}
