@@ -111,7 +111,15 @@ def _review(root: Path, env: dict) -> subprocess.Popen:
     foreground group, which Ctrl-C signals as a whole)."""
     return subprocess.Popen([sys.executable, "-m", "decision_pipeline", "review", "--base", "base", "--recompute-base",
                              "--no-plots", "--out", "review"], cwd=root, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_as_a_terminal)
+
+
+def _as_a_terminal() -> None:
+    """Ctrl-C at its default disposition, as a shell's foreground job has it. An ignored SIGINT is inherited
+    through exec and Python then installs no KeyboardInterrupt handler; in the full suite the test worker had
+    come to ignore it (measured: under a parent that ignores SIGINT this test hangs 60 s), which a terminal
+    never does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for(proc: subprocess.Popen, words: str, timeout: float = 120.0) -> list[str]:
