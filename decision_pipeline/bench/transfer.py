@@ -30,7 +30,9 @@ from collections.abc import Callable
 
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.common.hashing import make_random
-from decision_pipeline.questions.families import CATEGORIES, FILLER, YES_NO
+# `_question` and `_article` are families.py's own builders, private there until issue 51's rewrite makes them
+# public (an edit to families.py reruns every stage); one definition of the question dict's shape
+from decision_pipeline.questions.families import CATEGORIES, FILLER, YES_NO, _article, _question
 from decision_pipeline.questions.schema import normalised_key, validate_question
 
 __all__ = ["TRANSFER_FAMILIES", "LEVELS", "contains", "kind", "smallest", "tally", "transfer_questions"]
@@ -39,18 +41,6 @@ LEVELS = (0, 1, 2, 3, 4)
 # what `tally` may count: categories whose counting no training family teaches (`count` counts fruits)
 TALLY_CATEGORIES = ("animal", "color")
 _PLURAL = {"animal": "animals", "color": "colors"}
-
-
-def _question(family: str, level: int, task: str, text: str, options: list[dict], gold: str,
-              trace: list[str], target: dict | None = None) -> dict:
-    """The question dict shape `families._question` builds (kept private there, so repeated here)."""
-    return {"family": family, "level": level, "task": task, "question": text, "options": options,
-            "gold": gold, "target": target or {o["id"]: float(o["id"] == gold) for o in options},
-            "trace": "\n".join(trace)}
-
-
-def _article(noun: str) -> str:
-    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
 def contains(rng: random.Random, level: int) -> dict:

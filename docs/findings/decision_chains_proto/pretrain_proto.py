@@ -1,9 +1,12 @@
 """Prototype pretraining: the committed run's curated selection, its reasoning documents rewritten in a
 new family set's trace format, packed into seq_len windows; a fresh Qwen2 of a given shape."""
 import argparse, importlib, json, math, random, sys, time
+from pathlib import Path
+
 import pyarrow.parquet as pq
 import torch
-sys.path.insert(0, "/work/main")
+ROOT = Path(__file__).resolve().parents[3]  # the repository root, after `dvc repro`
+sys.path.insert(0, str(ROOT))
 from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
 ap = argparse.ArgumentParser()
@@ -22,9 +25,9 @@ a = ap.parse_args()
 torch.set_num_threads(a.threads)
 fams = importlib.import_module(a.fams)
 tok = AutoTokenizer.from_pretrained("base")
-sel = json.load(open("/work/main/data/curate/curated/selection.json"))
+sel = json.load(open(ROOT / "data/curate/curated/selection.json"))
 ids = sel["ids"][: sel["n_budget_docs"]]
-pool = pq.read_table("/work/main/data/pool/pool.parquet").to_pylist()
+pool = pq.read_table(ROOT / "data/pool/pool.parquet").to_pylist()
 by_id = {r["id"]: r for r in pool}
 rng = random.Random(0)
 

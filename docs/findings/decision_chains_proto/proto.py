@@ -8,10 +8,11 @@ import math
 import random
 import sys
 import time
+from pathlib import Path
 
 import torch
 
-sys.path.insert(0, "/work/main")
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository root
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 from decision_pipeline.decision.parsing import parse_with_reason  # noqa: E402

@@ -1,6 +1,7 @@
 """Teacher-forced token accuracy by token role (copy vs compute) for a trained proto model."""
 import sys, random, torch, importlib, collections
-sys.path.insert(0,'/work/main'); sys.path.insert(0,'.')
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[3])); sys.path.insert(0, '.')
 torch.set_num_threads(1)
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from decision_pipeline.decision.prompts import chat_prefix, encode
