@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--pool DIR (a shard directory; make one with --make-pool)")
     missing = [v for v in INPUTS.values() if not (ROOT / v).exists()]
     if missing:
-        raise SystemExit(f"error: {', '.join(missing)} missing; run `make pull` (or `dvc repro ingest tokenizer`) first")
+        raise SystemExit(f"error: {', '.join(missing)} missing; run `make pull` (or `dvc repro pipelines/curation/dvc.yaml:tokenizer`) first")
     cluster = None
     address = args.address
     if not address:

@@ -3,7 +3,7 @@
     pip install "datatrove==0.10.*" spacy regex nltk tokenizers "xxhash<4"   # not in the lock (xxhash 4 refuses str)
     python perf/compare_datatrove.py [--docs 4000]
 
-Measured on the same texts (data/pool/pool.parquet, built by `dvc repro ingest`), in one process:
+Measured on the same texts (data/pool/pool.parquet, built by `dvc repro pipelines/curation/dvc.yaml:ingest`), in one process:
 
 * repetition filters, like for like: our `repeated_lines(0.3)` + `repeated_ngrams(5, 0.15)` against
   `GopherRepetitionFilter` restricted to the same two checks (duplicate line fraction 0.3, duplicate

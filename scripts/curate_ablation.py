@@ -1,7 +1,7 @@
 """The curation research's ablations as DVC experiments, read on the tune set (issues 23.6, 35.5).
 
     python scripts/curate_ablation.py                      # print the commands (dry run)
-    python scripts/curate_ablation.py --queue              # queue them: dvc exp run --queue -S ... pretrain@curated
+    python scripts/curate_ablation.py --queue              # queue them: dvc exp run --queue -S ... pipelines/curation/dvc.yaml:pretrain@curated
     dvc exp run --run-all --jobs 1                         # run the queue (each: curate + pretrain@curated, all seeds)
     python scripts/curate_ablation.py --collect            # the experiments' git trees -> metrics/curate_ablation.json
 
@@ -45,7 +45,7 @@ def winner_mix(curate_metrics: dict) -> dict[str, float]:
     tokens = {r: int(v.get("tokens", 0)) for r, v in mix.items()}
     total = sum(tokens.values())
     if not total:
-        raise PipelineError(f"{CURATE}: register_mix has no tokens; run `dvc repro curate@curated` first")
+        raise PipelineError(f"{CURATE}: register_mix has no tokens; run `dvc repro pipelines/curation/dvc.yaml:curate@curated` first")
     shares = {r: round(t / total, 4) for r, t in tokens.items()}
     last = max(shares, key=shares.get)
     shares[last] = round(shares[last] + 1 - sum(shares.values()), 4)  # the rounding remainder
@@ -63,9 +63,13 @@ def grid(mix: dict[str, float], overfills=OVERFILLS) -> dict[str, list[str]]:
     return out
 
 
+#: DVC's address of the stage each experiment reproduces (a stage of the curation part, pipelines/curation/)
+TARGET = "pipelines/curation/dvc.yaml:pretrain@curated"
+
+
 def command(name: str, sets: list[str], extra: tuple[str, ...] = ()) -> list[str]:
     return ["dvc", "exp", "run", "--queue", "--name", name, *[a for s in (*sets, *extra) for a in ("-S", s)],
-            "pretrain@curated"]
+            TARGET]
 
 
 def row(name: str, params: dict, metrics: dict, base: dict) -> dict:

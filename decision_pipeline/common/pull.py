@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 HINT = ("this project publishes no remote with its models and data: `make run` builds them all locally "
-        "(30-40 minutes on 2 cores), or point the remote at your own storage "
+        "(29 minutes on a quiet 2-core machine, 50 on a shared one), or point the remote at your own storage "
         "(docs/reliability.md#remote-storage-s3-compatible)")
 
 

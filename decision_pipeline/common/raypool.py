@@ -16,7 +16,7 @@ Why one module: `generate` and `rl_probe` (model replicas sampling chunks of que
   after `ray.shutdown`, at interpreter exit, can block the process forever in Ray's core worker);
 - turns a Ray failure into one line (`PipelineError`) that says where the finished chunks are kept.
 
-What an actor does with a chunk stays with its stage (decision/ray_generation.py,
+What an actor does with a chunk stays with its stage (decision/generate/ray_generation.py,
 charter/ray_reflect.py); the connection itself is common/raycluster.py. Curation's Ray Data tasks
 join through the same `attach` and raise their errors through `task_errors`.
 """

@@ -39,7 +39,7 @@ def selected_texts(pool: Mapping[str, str], ids: Sequence[str], selection: str) 
     missing = next((i for i in ids if i not in pool), None)
     if missing is not None:
         raise PipelineError(f"{selection}: document id {missing!r} is not in the pool; the selection and the pool "
-                            "are from different runs: rerun curate (dvc repro curate)")
+                            "are from different runs: rerun curate (dvc repro pipelines/curation/dvc.yaml)")
     return [pool[i] for i in ids]
 
 

@@ -77,7 +77,7 @@ def pipeline_annotations(source: str) -> list:
         rows = store.annotations(src)
     except sqlite3.DatabaseError as exc:  # not SQLite, or a store without the annotations table
         raise PipelineError(f"{source}: not the pipeline's review store ({exc}); set REVIEW_ANNOTATIONS to "
-                            "data/reviews/store.sqlite (built by `dvc repro reviews`)") from None
+                            "data/reviews/store.sqlite (built by `dvc repro pipelines/charter/dvc.yaml:reviews`)") from None
     finally:
         src.close()
     return rows
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         n = _copy_annotations(cfg.store_path, rows) if rows else 0
         print(f"review store {cfg.store_path}: {n} reflections copied from {source}"
               if n else f"review store {cfg.store_path}: {source} not found, nothing copied "
-                        "(build it with `dvc repro reviews`)", file=sys.stderr)
+                        "(build it with `dvc repro pipelines/charter/dvc.yaml:reviews`)", file=sys.stderr)
         if app is None:
             return 0
         from waitress import serve

@@ -29,7 +29,7 @@ def test_winner_mix_and_grid():
     assert g["curate-m6-tokens"][-1] == "++curate.weights={forum:0.1,news:0.3,qa:0.6}"
     assert ablation.command("x", ["a=1"], ablation.MICRO) == [
         "dvc", "exp", "run", "--queue", "--name", "x", "-S", "a=1", "-S", "curate.budget_tokens=15000",
-        "-S", "curate.reserve=0.1", "pretrain@curated"]
+        "-S", "curate.reserve=0.1", "pipelines/curation/dvc.yaml:pretrain@curated"]
     with pytest.raises(PipelineError, match="register_mix has no tokens"):
         ablation.winner_mix({})
 

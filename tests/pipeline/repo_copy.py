@@ -39,7 +39,7 @@ def copy_repo(dest: Path, profile: str = "micro") -> Path:
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout.split()
     for rel in files:
-        if rel.startswith(("metrics/", "plots/", "report/")) or rel == "dvc.lock" or not (ROOT / rel).is_file():
+        if rel.startswith(("metrics/", "plots/", "report/")) or rel.rsplit("/", 1)[-1] == "dvc.lock" or not (ROOT / rel).is_file():
             if rel != "metrics/curate_ablation.json":   # an input of the report (dvc exp results), not an output
                 continue
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)

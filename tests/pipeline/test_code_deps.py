@@ -68,18 +68,24 @@ def test_closure_follows_imports_transitively(tmp_path):
 
 
 @pytest.mark.slow
-def test_removing_one_dep_line_fails(tmp_path):
-    """The check bites: drop a module from a stage's deps in a copy of the repo and it is reported."""
+@pytest.mark.parametrize("dvcfile, victim, stage", [
+    ("dvc.yaml", "decision_pipeline/decision/sft/chains.py", "select_chains"),
+    ("pipelines/curation/dvc.yaml", "decision_pipeline/curation/compare.py", "pretrain_compare"),
+    ("pipelines/charter/dvc.yaml", "decision_pipeline/charter/seed.py", "seed_sample"),
+])
+def test_removing_one_dep_line_fails(tmp_path, dvcfile, victim, stage):
+    """The check bites in every pipeline file: drop a module from a stage's deps in a copy of the repo
+    (the root dvc.yaml or a part in pipelines/) and it is reported."""
     copy = tmp_path / "repo"
     shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".venv", ".git", "data", "models", "__pycache__"))
     (copy / ".dvc" / "tmp").mkdir(exist_ok=True)
     subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
-    text = (copy / "dvc.yaml").read_text()
-    victim = "decision_pipeline/decision/sft/chains.py"
+    assert not any(missing_deps(copy, s) for s in pipeline_stages(copy) if s.name == stage)
+    text = (copy / dvcfile).read_text()
     assert victim in text
-    (copy / "dvc.yaml").write_text(text.replace(f", {victim}", "").replace(f"{victim}, ", ""))
+    (copy / dvcfile).write_text(text.replace(f", {victim}", "").replace(f"{victim}, ", ""))
     broken = {s.name: missing_deps(copy, s) for s in pipeline_stages(copy)}
-    assert [Path(victim)] == broken["select_chains"]
+    assert [Path(victim)] == broken[stage]
 
 
 @pytest.mark.slow

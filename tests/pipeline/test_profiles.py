@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.dvcfiles import pipeline_files
 from decision_pipeline.common.params import SECTION_NAMES
 from decision_pipeline.common.profiles import (apply, dump, merge, merged_profile, overlay_of, profile_names, run_plan,
                                                which_profile)
@@ -129,7 +130,8 @@ def test_apply_refuses_to_overwrite_local_edits(tmp_path):
 
 
 def test_dvc_stages_match_modules():
-    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    stages = {name: stage for path in pipeline_files(ROOT)
+              for name, stage in yaml.safe_load(path.read_text())["stages"].items()}
     modules = {p.stem for p in (ROOT / "stages").glob("*.py") if p.stem != "__init__"}
     assert set(stages) == modules
     for name, stage in stages.items():

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from decision_pipeline.common.dvcfiles import pipeline_files
+
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -16,9 +18,16 @@ def run_root(tmp_path) -> Path:
     """A repository-like root holding the fixture metrics/ and plots/, params.yaml and the real dvc.yaml."""
     root = tmp_path / "run"
     shutil.copytree(FIXTURES, root)
-    shutil.copy2(ROOT / "dvc.yaml", root / "dvc.yaml")
+    copy_pipeline_files(root)
     shutil.copy2(ROOT / "params.yaml", root / "params.yaml")  # the report checks every section
     return root
+
+
+def copy_pipeline_files(root: Path) -> None:
+    """The real dvc.yaml and its parts (pipelines/<part>/dvc.yaml): Appendix B lists their stages."""
+    for path in pipeline_files(ROOT):
+        (root / path.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, root / path.relative_to(ROOT))
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +38,7 @@ def built(tmp_path_factory) -> tuple[Path, dict, float]:
     from decision_pipeline.reporting.report.build import build_report
     root = tmp_path_factory.mktemp("built") / "run"
     shutil.copytree(FIXTURES, root)
-    shutil.copy2(ROOT / "dvc.yaml", root / "dvc.yaml")
+    copy_pipeline_files(root)
     shutil.copy2(ROOT / "params.yaml", root / "params.yaml")
     started = time.time()
     counts = build_report(root, "report/report.pdf", "metrics/summary.json", "plots/report", root / "params.yaml")

@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.dvcfiles import pipeline_files
 from decision_pipeline.common.io import write_bytes_atomic, write_text_atomic
 from decision_pipeline.common.yamlio import load_yaml
 
@@ -61,9 +62,14 @@ def family_of(stage: str) -> str:
 
 
 def yaml_stages(root: Path) -> list[str]:
-    """Stage names as dvc.yaml declares them (foreach stages once, without @item)."""
-    path = root / "dvc.yaml"
-    return list((load_yaml(path.read_text(encoding="utf-8"), str(path)) or {}).get("stages", {}))
+    """Stage names as the pipeline's dvc.yaml files declare them (foreach stages once, without @item)."""
+    return [name for path in pipeline_files(root)
+            for name in (load_yaml(path.read_text(encoding="utf-8"), str(path)) or {}).get("stages", {})]
+
+
+def _bare(node: str) -> str:
+    """A stage's name without the file DVC prefixes in a part (`pipelines/curation/dvc.yaml:curate@random`)."""
+    return node.rsplit("dvc.yaml:", 1)[-1]
 
 
 def dvc_graph(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
@@ -77,9 +83,9 @@ def dvc_graph(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
         line = line.strip()
         m = _EDGE.match(line)
         if m:
-            edges.add((m.group(1), m.group(2)))
+            edges.add((_bare(m.group(1)), _bare(m.group(2))))
         elif line.startswith('"') and line.endswith('";'):
-            nodes.add(line[1:-2])
+            nodes.add(_bare(line[1:-2]))
     return sorted(nodes), sorted(edges)
 
 

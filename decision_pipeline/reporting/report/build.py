@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.dvcfiles import address, lock_files, pipeline_files
 from decision_pipeline.common.yamlio import load_yaml
 from decision_pipeline.common.io import atomic_dir, write_bytes_atomic, write_json
 from decision_pipeline.reporting.layout import caption_problems
@@ -64,6 +65,15 @@ def make_plan(store: Store, sections: tuple[Section, ...] = SECTIONS) -> Plan:
     return Plan(active, skipped)
 
 
+def locked_stages(root: Path) -> dict[str, dict] | None:
+    """Every stage entry of the pipeline's dvc.lock files ({DVC's address: entry}); None without any lock."""
+    locks = lock_files(root)
+    if not locks:
+        return None
+    return {address(root, lock, name): entry for lock in locks
+            for name, entry in ((load_yaml(lock.read_text(encoding="utf-8"), str(lock)) or {}).get("stages") or {}).items()}
+
+
 def run_digest(root: Path) -> str:
     """What identifies the run: a digest of what dvc.lock's upstream stages produced (params, outs).
 
@@ -73,14 +83,13 @@ def run_digest(root: Path) -> str:
     rerunning the report, which would leave a stale digest on the title page (the code digest, below,
     names the code, and the report depends on all of it).
     """
-    lock = root / "dvc.lock"
-    if not lock.is_file():
+    stages = locked_stages(root)
+    if stages is None:
         return "unlocked (no dvc.lock)"
-    stages = (load_yaml(lock.read_text(encoding="utf-8"), str(lock)) or {}).get("stages", {})
     upstream = {name: {key: entry.get(key) for key in ("params", "outs")}
                 for name, entry in stages.items() if name != "report" and isinstance(entry, dict)}
     digest = hashlib.sha256(json.dumps(upstream, sort_keys=True).encode()).hexdigest()[:16]
-    return f"sha256:{digest} ({len(upstream)} stages in dvc.lock)"
+    return f"sha256:{digest} ({len(upstream)} stages in the dvc.lock files)"
 
 
 CODE_PREFIXES = ("decision_pipeline", "stages", "scripts")
@@ -92,10 +101,9 @@ def code_digest(root: Path) -> str:
     Not the git commit: the PDF is built before the commit that holds it, so a commit stamp could never
     match a forced rerun of the committed state. Read from the lock, so it names what ran, not the tree.
     """
-    lock = root / "dvc.lock"
-    if not lock.is_file():
+    stages = locked_stages(root)
+    if stages is None:
         return "unlocked (no dvc.lock)"
-    stages = (load_yaml(lock.read_text(encoding="utf-8"), str(lock)) or {}).get("stages", {})
     code = sorted({(d.get("path", ""), str(d.get("md5", ""))) for name, entry in stages.items() if name != "report"
                    for d in (entry.get("deps") or []) if isinstance(d, dict)
                    and str(d.get("path", "")).split("/")[0] in CODE_PREFIXES})
@@ -146,10 +154,11 @@ def listings(root: Path, params_path: Path) -> list[tuple[str, list[str]]]:
 
 
 def stages_of(root: Path, params_path: Path) -> list[tuple[str, str]]:
-    dvc_yaml = root / "dvc.yaml"
-    if not dvc_yaml.is_file():
+    files = pipeline_files(root)
+    if not files:
         return [("(no dvc.yaml)", "")]
-    return stage_rows(dvc_yaml, load_yaml(params_path.read_text(encoding="utf-8"), "params.yaml") or {})
+    params = load_yaml(params_path.read_text(encoding="utf-8"), "params.yaml") or {}
+    return [row for f in files for row in stage_rows(f, params)]
 
 
 def noise_note(store: Store) -> str:

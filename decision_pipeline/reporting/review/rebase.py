@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from decision_pipeline.common.errors import PipelineError
+from decision_pipeline.common.dvcfiles import lock_files
 from decision_pipeline.common.yamlio import load_yaml
 
 
@@ -217,10 +218,10 @@ def recompute(base: str, read_metrics: Callable[[Path], dict[str, Any]], root: P
     review are read by the same code.
     """
     root = root.resolve()
-    lock = root / "dvc.lock"
-    if not lock.is_file():
+    locks = lock_files(root)
+    if not locks:
         raise PipelineError("dvc.lock: missing; run the pipeline (`make run`) before a review")
-    outputs = _outputs(lock)
+    outputs = sorted({rel for lock in locks for rel in _outputs(lock)})
     remove_stale(root, say)
     cache = cache_dir(root)
     tmp = Path(tempfile.mkdtemp(prefix=PREFIX))
@@ -234,7 +235,9 @@ def recompute(base: str, read_metrics: Callable[[Path], dict[str, Any]], root: P
         _run([*DVC, "cache", "dir", "--local", str(cache)], tree, "sharing the DVC cache")
         # this workspace's run as the starting point: a stage whose code, params and inputs are the
         # same at the base is up to date against this lock and is skipped; the others rerun
-        shutil.copy2(lock, tree / "dvc.lock")
+        for lock in locks:   # the root dvc.lock and each part's (pipelines/<part>/dvc.lock)
+            (tree / lock.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(lock, tree / lock.relative_to(root))
         present = [rel for rel in outputs if (root / rel).exists()]
         for rel in present:
             _copy(root / rel, tree / rel)

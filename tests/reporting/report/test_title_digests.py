@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from decision_pipeline.reporting.report.build import CODE_PREFIXES, code_digest, run_digest
+from decision_pipeline.reporting.report.build import CODE_PREFIXES, code_digest, locked_stages, run_digest
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -26,6 +26,7 @@ LOCK = {"schema": "2.0", "stages": {
 
 
 def _digests(tmp: Path, lock: dict) -> tuple[str, str]:
+    (tmp / "dvc.yaml").write_text("stages: {}\n")   # a dvc.lock counts beside its pipeline file, as in DVC
     (tmp / "dvc.lock").write_text(yaml.safe_dump(lock))
     return run_digest(tmp), code_digest(tmp)
 
@@ -55,9 +56,26 @@ def test_the_report_depends_on_all_the_code_its_digest_names():
     """A code-only change anywhere the code digest looks reruns the report (dvc.yaml's report deps)."""
     report = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["report"]
     deps = {d if isinstance(d, str) else next(iter(d)) for d in report["deps"]}
-    lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
+    lock = locked_stages(ROOT)
     named = {d["path"].split("/")[0] for name, entry in lock.items() if name != "report"
              for d in entry.get("deps", [])} & set(CODE_PREFIXES)
     assert "stages" in named and "decision_pipeline" in named, named
     missing = sorted(prefix for prefix in named if prefix not in deps)
     assert not missing, f"dvc.yaml: the report's deps lack {missing}, which its title page's code digest covers"
+
+
+def test_a_part_of_the_pipeline_counts_like_the_root_file(tmp_path):
+    """A stage in pipelines/<part>/dvc.lock moves both digests like one in the root dvc.lock: the title
+    page names every stage upstream of the report, whichever file DVC records it in."""
+    run0, code0 = _digests(tmp_path, LOCK)
+    part = tmp_path / "pipelines" / "curation"
+    part.mkdir(parents=True)
+    (part / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {"curate@curated": {
+        "cmd": "python -m stages.curate curated",
+        "deps": [{"path": "stages/curate.py", "hash": "md5", "md5": "fff", "size": 9}],
+        "outs": [{"path": "data/curate/curated", "hash": "md5", "md5": "ggg.dir", "size": 4}]}}}))
+    assert (run_digest(tmp_path), code_digest(tmp_path)) == (run0, code0)   # no dvc.yaml beside it: not DVC's
+    (part / "dvc.yaml").write_text("stages: {}\n")
+    run1, code1 = run_digest(tmp_path), code_digest(tmp_path)
+    assert run1 != run0 and code1 != code0
+    assert "pipelines/curation/dvc.yaml:curate@curated" in locked_stages(tmp_path)

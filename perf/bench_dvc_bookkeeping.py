@@ -1,0 +1,74 @@
+"""What DVC's bookkeeping costs per stage, on the committed, up-to-date workspace.
+
+After a stage's command exits, `dvc repro` does three things before the next stage starts
+(`dvc/stage/__init__.py: Stage.run`, then `dvc/repo/reproduce.py`): `save` (hash every dep and out, write
+the run-cache entry), `commit` (outs into the cache) and `dump` (DVC re-parses the stage's whole lock file
+with ruamel's round-trip loader and writes it back). This calls the same three methods, in the same
+order, for every stage of the pipeline, in one process, and prints the per-stage median and the total of
+each part, plus each lock file's size. Nothing changes on disk: every stage is up to date, so the lock
+files are rewritten to the same bytes (checked; the script fails if they are not).
+
+    python perf/bench_dvc_bookkeeping.py [--json OUT]
+
+Issue 52's figures (before and after the lock change, same machine) are in docs/performance.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def measure() -> dict:
+    from dvc.repo import Repo
+
+    with Repo(".") as repo, repo.lock:   # the repo lock `dvc repro` holds (commit asserts it)
+        stages = [s for s in repo.index.stages if s.cmd]
+        locks = sorted({Path(s.dvcfile.path).with_suffix(".lock") for s in stages})
+        before = {p: p.read_bytes() for p in locks}
+        rows = []
+        for stage in stages:
+            t0 = time.perf_counter()
+            stage.save(run_cache=True)
+            t1 = time.perf_counter()
+            stage.commit()
+            t2 = time.perf_counter()
+            stage.dump(update_pipeline=False)
+            t3 = time.perf_counter()
+            rows.append({"stage": stage.addressing, "save": t1 - t0, "commit": t2 - t1, "dump": t3 - t2,
+                         "total": t3 - t0})
+        changed = [str(p) for p in locks if p.read_bytes() != before[p]]
+    if changed:
+        raise SystemExit(f"error: {', '.join(changed)} changed: the workspace was not up to date "
+                         "(run `dvc status`, then `dvc repro`, before measuring)")
+    med = {k: statistics.median(r[k] for r in rows) for k in ("save", "commit", "dump", "total")}
+    return {"machine": platform.processor() or platform.machine(), "stages": len(rows),
+            "lock_files": {str(p): p.stat().st_size for p in locks},
+            "median_s": {k: round(v, 3) for k, v in med.items()},
+            "sum_s": {k: round(sum(r[k] for r in rows), 1) for k in ("save", "commit", "dump", "total")},
+            "slowest": sorted(({"stage": r["stage"], "total_s": round(r["total"], 3)} for r in rows),
+                              key=lambda r: -r["total_s"])[:5]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args(argv)
+    out = measure()
+    print(f"{out['stages']} stages; lock files: "
+          + ", ".join(f"{p} {n / 1024:.0f} KiB" for p, n in out["lock_files"].items()))
+    m, s = out["median_s"], out["sum_s"]
+    print(f"per stage (median): save {m['save']:.3f} s, commit {m['commit']:.3f} s, dump {m['dump']:.3f} s, "
+          f"total {m['total']:.3f} s")
+    print(f"all stages: save {s['save']} s, commit {s['commit']} s, dump {s['dump']} s, total {s['total']} s")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
