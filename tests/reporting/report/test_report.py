@@ -12,7 +12,6 @@ import yaml
 from PIL import Image, ImageStat
 
 from decision_pipeline.common.dvcfiles import pipeline_files
-
 from decision_pipeline.common.errors import PipelineError
 from decision_pipeline.reporting.report import pdf
 from decision_pipeline.reporting.report.build import build_report, listings, make_plan, stages_of
