@@ -8,7 +8,10 @@ order, for every stage of the pipeline, in one process, and prints the per-stage
 each part, plus each lock file's size. Nothing changes on disk: every stage is up to date, so the lock
 files are rewritten to the same bytes (checked; the script fails if they are not).
 
-    python perf/bench_dvc_bookkeeping.py [--json OUT]
+    python perf/bench_dvc_bookkeeping.py [--cli 5] [--json OUT]
+
+`--cli N` also times, N times each, `dvc --version` (start-up), `dvc status` and a no-op `dvc repro` as
+a user runs them (separate processes) and prints their medians and their ratios to the start-up.
 
 Issue 52's figures (before and after the lock change, same machine) are in docs/performance.md.
 """
@@ -18,9 +21,12 @@ import argparse
 import json
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
+
+DVC = [sys.executable, "-m", "dvc"]
 
 
 def measure() -> dict:
@@ -28,7 +34,7 @@ def measure() -> dict:
 
     with Repo(".") as repo, repo.lock:   # the repo lock `dvc repro` holds (commit asserts it)
         stages = [s for s in repo.index.stages if s.cmd]
-        locks = sorted({Path(s.dvcfile.path).with_suffix(".lock") for s in stages})
+        locks = sorted({Path(s.dvcfile.path).with_suffix(".lock").relative_to(Path.cwd()) for s in stages})
         before = {p: p.read_bytes() for p in locks}
         rows = []
         for stage in stages:
@@ -54,9 +60,27 @@ def measure() -> dict:
                               key=lambda r: -r["total_s"])[:5]}
 
 
+def cli_medians(n: int) -> dict:
+    """Median wall seconds of `dvc --version`, `dvc status` and a no-op `dvc repro`, n runs each, interleaved."""
+    cmds = {"version": [*DVC, "--version"], "status": [*DVC, "status", "-q"], "noop_repro": [*DVC, "repro", "-q"]}
+    times: dict[str, list[float]] = {k: [] for k in cmds}
+    for _ in range(n):
+        for name, cmd in cmds.items():
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            times[name].append(time.perf_counter() - t0)
+            if proc.returncode != 0 or (name == "noop_repro" and "Running stage" in proc.stdout):
+                raise SystemExit(f"error: {' '.join(cmd[2:])} did not finish as a no-op (exit {proc.returncode}); "
+                                 "run `dvc repro` first")
+    med = {k: round(statistics.median(v), 3) for k, v in times.items()}
+    return {"runs": n, "median_s": med,
+            "ratio_to_version": {k: round(med[k] / med["version"], 1) for k in ("status", "noop_repro")}}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--cli", type=int, default=0, metavar="N", help="also time the dvc commands N times each")
     args = ap.parse_args(argv)
     out = measure()
     print(f"{out['stages']} stages; lock files: "
@@ -65,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"per stage (median): save {m['save']:.3f} s, commit {m['commit']:.3f} s, dump {m['dump']:.3f} s, "
           f"total {m['total']:.3f} s")
     print(f"all stages: save {s['save']} s, commit {s['commit']} s, dump {s['dump']} s, total {s['total']} s")
+    if args.cli:
+        out["cli"] = cli_medians(args.cli)
+        m, r = out["cli"]["median_s"], out["cli"]["ratio_to_version"]
+        print(f"median of {args.cli}: dvc --version {m['version']:.2f} s, dvc status {m['status']:.2f} s "
+              f"({r['status']}x), no-op dvc repro {m['noop_repro']:.2f} s ({r['noop_repro']}x)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     return 0

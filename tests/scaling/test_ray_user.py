@@ -40,11 +40,14 @@ def _set_curate(repo: Path, **curate) -> None:
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
+CURATE_STAGE = "pipelines/curation/dvc.yaml:curate@curated"   # DVC's address of a stage in the curation part
+
+
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> tuple[Path, dict[str, bytes]]:
     """A fresh copy with curate@curated (and what it needs) reproduced by the local engine: its bytes."""
     root = copy_repo(tmp_path_factory.mktemp("ray_user") / "repo")
-    run(["dvc", "repro", "curate@curated"], root)
+    run(["dvc", "repro", CURATE_STAGE], root)
     return root, {rel: (root / rel).read_bytes() for rel in OUTPUTS}
 
 
@@ -62,8 +65,8 @@ def test_auto_through_dvc_repro_on_a_cluster_started_elsewhere_is_local_byte_for
     assert str(ray_cluster.root) in cwds and not any(c.startswith(str(root)) for c in cwds), cwds
     _set_curate(root, engine="ray", ray={"address": "auto", "workers": 2, "batch_docs": 64})
     before = _driver_logs(ray_cluster)
-    proc = run(["dvc", "repro", "curate@curated"], root)
-    assert "Running stage 'curate@curated'" in proc.stdout, proc.stdout[-2000:]
+    proc = run(["dvc", "repro", CURATE_STAGE], root)
+    assert f"Running stage '{CURATE_STAGE}'" in proc.stdout, proc.stdout[-2000:]
     assert len(_driver_logs(ray_cluster) - before) == 1, "the stage did not join this cluster"
     for rel, data in local.items():
         assert (root / rel).read_bytes() == data, rel
