@@ -26,6 +26,7 @@ ap.add_argument("--copy-share", type=float, default=0.0,
                      "stays the one --epochs gives on the documents alone, so the documents get (1 - share) of it")
 ap.add_argument("--copy-share-end", type=float, default=None, help="linear schedule: the share at the last step")
 ap.add_argument("--copy-styles", default="", help="comma-separated copymix styles (default: all)")
+ap.add_argument("--seed", type=int, default=0, help="init, window order and copy documents (the documents stay seed 0's)")
 a = ap.parse_args()
 torch.set_num_threads(a.threads)
 fams = importlib.import_module(a.fams)
@@ -64,17 +65,17 @@ n_copy = [round(a.bs * (a.copy_share + (end - a.copy_share) * s / max(1, steps -
 if sum(n_copy):
     import copymix
     styles = tuple(a.copy_styles.split(",")) if a.copy_styles else copymix.STYLES
-    cwin, clab = copymix.copy_windows(tok, sum(n_copy), a.seq, styles=styles)
+    cwin, clab = copymix.copy_windows(tok, sum(n_copy), a.seq, seed=1 + a.seed, styles=styles)
     print(f"copy windows {sum(n_copy)} ({sum(n_copy) / (steps * a.bs):.2f} of all), share {a.copy_share}->{end}, styles {styles}", flush=True)
 cpos = 0
 cfg = Qwen2Config(vocab_size=len(tok), hidden_size=a.hidden, intermediate_size=4 * a.hidden, num_hidden_layers=a.layers,
                   num_attention_heads=a.heads, num_key_value_heads=a.heads, max_position_embeddings=1024,
                   tie_word_embeddings=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-torch.manual_seed(0)
+torch.manual_seed(a.seed)
 model = Qwen2ForCausalLM(cfg)
 print("params", sum(p.numel() for p in model.parameters()), flush=True)
 opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0)
-g = torch.Generator().manual_seed(0)
+g = torch.Generator().manual_seed(a.seed)
 t0 = time.time()
 order = torch.randperm(n_win, generator=g)
 pos = 0
