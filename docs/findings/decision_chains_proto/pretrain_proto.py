@@ -21,6 +21,12 @@ ap.add_argument("--lr", type=float, default=3e-3)
 ap.add_argument("--reasoning-share", type=float, default=-1, help="override: share of docs that are reasoning")
 ap.add_argument("--out", required=True)
 ap.add_argument("--threads", type=int, default=1)
+ap.add_argument("--copy-share", type=float, default=0.0,
+                help="share of each batch's windows that are synthetic copy windows (copymix.py); the step count "
+                     "stays the one --epochs gives on the documents alone, so the documents get (1 - share) of it")
+ap.add_argument("--copy-share-end", type=float, default=None, help="linear schedule: the share at the last step")
+ap.add_argument("--copy-styles", default="", help="comma-separated copymix styles (default: all)")
+ap.add_argument("--seed", type=int, default=0, help="init, window order and copy documents (the documents stay seed 0's)")
 a = ap.parse_args()
 torch.set_num_threads(a.threads)
 fams = importlib.import_module(a.fams)
@@ -54,29 +60,49 @@ n_win = len(stream) // a.seq
 windows = torch.tensor(stream[: n_win * a.seq]).view(n_win, a.seq)
 steps = int(a.epochs * n_win / a.bs)
 print(f"tokens {len(stream)} windows {n_win} steps {steps}", flush=True)
+end = a.copy_share if a.copy_share_end is None else a.copy_share_end
+n_copy = [round(a.bs * (a.copy_share + (end - a.copy_share) * s / max(1, steps - 1))) for s in range(steps)]
+if sum(n_copy):
+    import copymix
+    styles = tuple(a.copy_styles.split(",")) if a.copy_styles else copymix.STYLES
+    cwin, clab = copymix.copy_windows(tok, sum(n_copy), a.seq, seed=1 + a.seed, styles=styles)
+    print(f"copy windows {sum(n_copy)} ({sum(n_copy) / (steps * a.bs):.2f} of all), share {a.copy_share}->{end}, styles {styles}", flush=True)
+cpos = 0
 cfg = Qwen2Config(vocab_size=len(tok), hidden_size=a.hidden, intermediate_size=4 * a.hidden, num_hidden_layers=a.layers,
                   num_attention_heads=a.heads, num_key_value_heads=a.heads, max_position_embeddings=1024,
                   tie_word_embeddings=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-torch.manual_seed(0)
+torch.manual_seed(a.seed)
 model = Qwen2ForCausalLM(cfg)
 print("params", sum(p.numel() for p in model.parameters()), flush=True)
 opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0)
-g = torch.Generator().manual_seed(0)
+g = torch.Generator().manual_seed(a.seed)
 t0 = time.time()
 order = torch.randperm(n_win, generator=g)
 pos = 0
 for s in range(steps):
-    if pos + a.bs > n_win:
+    nb = a.bs - n_copy[s]
+    if pos + nb > n_win:
         order, pos = torch.randperm(n_win, generator=g), 0
-    batch = windows[order[pos:pos + a.bs]]
-    pos += a.bs
+    batch = labels = windows[order[pos:pos + nb]]
+    pos += nb
+    if n_copy[s]:
+        batch = torch.cat([batch, cwin[cpos:cpos + n_copy[s]]])
+        labels = torch.cat([labels, clab[cpos:cpos + n_copy[s]]])
+        cpos += n_copy[s]
     lr = a.lr * min(1, (s + 1) / 20) * (0.5 * (1 + math.cos(math.pi * s / steps)) if s >= 20 else 1)
     for pg in opt.param_groups:
         pg["lr"] = lr
-    loss = model(input_ids=batch, labels=batch).loss
+    out = model(input_ids=batch, labels=labels)
+    loss = out.loss
     opt.zero_grad(); loss.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step()
     if s % 100 == 0:
-        print(f"step {s}/{steps} loss {loss.item():.3f} {time.time() - t0:.0f}s", flush=True)
+        extra = ""
+        if n_copy[s]:  # the copy windows' own loss and next-token accuracy on their copy lines
+            lg, tg = out.logits[nb:, :-1].detach(), labels[nb:, 1:]
+            m = tg != -100
+            ce = torch.nn.functional.cross_entropy(lg[m], tg[m]).item()
+            extra = f" copy-loss {ce:.3f} copy-acc {(lg[m].argmax(-1) == tg[m]).float().mean().item():.3f}"
+        print(f"step {s}/{steps} loss {loss.item():.3f}{extra} {time.time() - t0:.0f}s", flush=True)
 model.save_pretrained(a.out)
 tok.save_pretrained(a.out)
 print(f"done {time.time() - t0:.0f}s", flush=True)
