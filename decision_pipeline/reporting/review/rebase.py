@@ -120,6 +120,30 @@ def _outputs(lock: Path) -> list[str]:
                    for o in st.get("outs") or [] if isinstance(o, dict) and "path" in o})
 
 
+def seed_locks(root: Path, tree: Path, locks: list[Path]) -> None:
+    """This workspace's dvc.lock files into the base's worktree, each beside its pipeline file. A part's lock
+    whose part the base lacks (a base from before the pipeline was split into pipelines/<part>/dvc.yaml) goes
+    into the base's root dvc.lock instead, where its one dvc.yaml declares those stages: the entries record
+    the same paths and hashes, so DVC skips what did not change rather than rerunning the whole part."""
+    orphans: dict[str, Any] = {}
+    for lock in locks:
+        rel = lock.relative_to(root)
+        if rel.parent != Path(".") and not (tree / rel.parent / "dvc.yaml").is_file():
+            orphans.update((load_yaml(lock.read_text(encoding="utf-8"), str(lock)) or {}).get("stages") or {})
+            continue
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(lock, tree / rel)
+    if orphans:
+        import yaml
+
+        target = tree / "dvc.lock"
+        data = (load_yaml(target.read_text(encoding="utf-8"), str(target)) if target.is_file() else None) or {}
+        stages = dict(data.get("stages") or {})
+        stages.update({name: entry for name, entry in orphans.items() if name not in stages})
+        target.write_text(yaml.safe_dump({"schema": data.get("schema", "2.0"), "stages": stages}, sort_keys=False),
+                          encoding="utf-8")
+
+
 def _copy(src: Path, dst: Path) -> None:
     if dst.is_dir() and not dst.is_symlink():
         shutil.rmtree(dst)
@@ -235,9 +259,7 @@ def recompute(base: str, read_metrics: Callable[[Path], dict[str, Any]], root: P
         _run([*DVC, "cache", "dir", "--local", str(cache)], tree, "sharing the DVC cache")
         # this workspace's run as the starting point: a stage whose code, params and inputs are the
         # same at the base is up to date against this lock and is skipped; the others rerun
-        for lock in locks:   # the root dvc.lock and each part's (pipelines/<part>/dvc.lock)
-            (tree / lock.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(lock, tree / lock.relative_to(root))
+        seed_locks(root, tree, locks)
         present = [rel for rel in outputs if (root / rel).exists()]
         for rel in present:
             _copy(root / rel, tree / rel)

@@ -215,3 +215,48 @@ def test_a_live_reviews_worktree_is_kept(tmp_path: Path) -> None:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.communicate(timeout=60)
     assert proc.returncode == 2 and _leftovers(root) == ([], [])
+
+
+# ---------------------------------------------------------------- a base from before the pipeline was split (#52)
+
+def test_a_base_without_the_parts_gets_their_lock_entries_in_its_root_lock(tmp_path: Path) -> None:
+    """The base declares stage `b` in its one dvc.yaml; this workspace moved `b` into pipelines/p/dvc.yaml (the
+    root's `a` reads its output, as the pipeline's root reads the parts'). DVC then skips `b` in the base's
+    worktree (same cmd, deps and outs) instead of rerunning a whole part."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1", "PYTHONPATH": str(ROOT),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    root = tmp_path / "repo"
+    root.mkdir()
+
+    def run(*cmd: str) -> str:
+        return subprocess.run(list(cmd), cwd=root, env=env, capture_output=True, text=True, check=True).stdout
+
+    stage_b = "cmd: python -c \"open('b.txt','w').write('b')\"\n    outs: [b.txt]\n"
+    run("git", "init", "-q")
+    run(sys.executable, "-m", "dvc", "init", "-q")
+    (root / "dvc.yaml").write_text("stages:\n  a:\n    cmd: python -c \"open('a.txt','w').write(open('b.txt').read())\"\n"
+                                   "    deps: [b.txt]\n    outs: [a.txt]\n  b:\n    " + stage_b)
+    run("git", "add", "-A")
+    run("git", "commit", "-qm", "base: one dvc.yaml")
+    run("git", "tag", "base")
+    (root / "dvc.yaml").write_text("stages:\n  a:\n    cmd: python -c \"open('a.txt','w').write(open('b.txt').read())\"\n"
+                                   "    deps: [b.txt]\n    outs: [a.txt]\n")
+    (root / "pipelines" / "p").mkdir(parents=True)
+    (root / "pipelines" / "p" / "dvc.yaml").write_text("stages:\n  b:\n    wdir: ../..\n    " + stage_b)
+    run(sys.executable, "-m", "dvc", "repro", "-q")
+    run("git", "add", "-A")
+    run("git", "commit", "-qm", "b in a part of its own")
+    assert (root / "pipelines" / "p" / "dvc.lock").is_file() and "b:" not in (root / "dvc.lock").read_text()
+
+    tree = tmp_path / "base"
+    subprocess.run(["git", "worktree", "add", "-q", "--detach", str(tree), "base"], cwd=root, env=env, check=True)
+    subprocess.run([sys.executable, "-m", "dvc", "cache", "dir", "--local", str(rebase.cache_dir(root))], cwd=tree,
+                   env=env, check=True)   # as recompute() shares this checkout's cache
+    rebase.seed_locks(root, tree, [root / "pipelines" / "p" / "dvc.lock", root / "dvc.lock"])
+    assert not (tree / "pipelines").exists()
+    for name in ("a.txt", "b.txt"):
+        (tree / name).write_text("b")
+    out = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=tree, env=env, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() in ("", "{}"), out   # both stages up to date in the base: nothing reruns
