@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from decision_pipeline.common.dvcfiles import lock_files
+
 DVC = [sys.executable, "-m", "dvc"]
 
 
@@ -34,7 +36,10 @@ def measure() -> dict:
 
     with Repo(".") as repo, repo.lock:   # the repo lock `dvc repro` holds (commit asserts it)
         stages = [s for s in repo.index.stages if s.cmd]
-        locks = sorted({Path(s.dvcfile.path).with_suffix(".lock").relative_to(Path.cwd()) for s in stages})
+        stale = [s.addressing for s in stages if s.changed()]
+        if stale:   # checked before anything is written: saving a changed stage would record it as up to date
+            raise SystemExit(f"error: {', '.join(stale)} not up to date; run `dvc repro` before measuring")
+        locks = lock_files(Path("."))
         before = {p: p.read_bytes() for p in locks}
         rows = []
         for stage in stages:

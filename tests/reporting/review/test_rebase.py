@@ -79,12 +79,17 @@ json.dump({"x": p["x"] * 2}, open("metrics/m.json", "w"))
 """
 
 
+def _env() -> dict:
+    """git and DVC as a person runs them here: a committer, no analytics, this venv's python first."""
+    return {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1", "PYTHONPATH": str(ROOT),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
 def _git_dvc_repo(root: Path, base_sleep: float) -> dict:
     """A repository whose base commit (tag `base`) sleeps `base_sleep` s in its one stage, and a workspace
     (HEAD) that changed the params and ran the stage: recomputing the base reruns it."""
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1", "PYTHONPATH": str(ROOT),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = _env()
 
     def run(*cmd: str) -> None:
         subprocess.run(list(cmd), cwd=root, env=env, capture_output=True, text=True, check=True)
@@ -223,9 +228,7 @@ def test_a_base_without_the_parts_gets_their_lock_entries_in_its_root_lock(tmp_p
     """The base declares stage `b` in its one dvc.yaml; this workspace moved `b` into pipelines/p/dvc.yaml (the
     root's `a` reads its output, as the pipeline's root reads the parts'). DVC then skips `b` in the base's
     worktree (same cmd, deps and outs) instead of rerunning a whole part."""
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1", "PYTHONPATH": str(ROOT),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = _env()
     root = tmp_path / "repo"
     root.mkdir()
 
