@@ -11,13 +11,34 @@ import pytest
 os.environ.setdefault("PIPELINE_QUIET", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One intra-op thread per process: `make test` runs two workers on two cores, and two processes that
+# each run PyTorch's kernels on two threads spin on each other's barriers. Measured on the 2-core CI
+# machine type (docs/performance.md, issue 52): a micro-model training step took 4 ms alone with one
+# thread or two, 10-75 ms with two such processes at two threads each, 5-10 ms at one thread each.
+# Set before anything imports torch; the stages started as subprocesses inherit it, and the micro
+# profile's `threads: 1` covers the stages that set their own count.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-# The longest files first. `make test` runs two workers that each take whole files in collection
-# order (pytest-xdist --dist loadfile); the end-to-end file (a micro run, ~10 minutes) collected
-# among the last kept one worker busy for minutes after the other had finished.
+# The longest files first, longest to shortest (measured with --durations=0, issue 52). `make test`
+# runs two workers that each take whole files in this order (pytest-xdist --dist loadfile); the files
+# not named here take about ten seconds or less each, so whichever worker finishes first waits at
+# most that long for the other. A long file collected last kept one worker busy for minutes after the
+# other had finished.
 LONGEST_FIRST = ("tests/pipeline/test_end_to_end.py", "tests/pipeline/test_real_checkpoint.py",
-                 "tests/scaling/test_ray_curate.py", "tests/lm/test_pretrain_launch.py",
-                 "tests/decision/test_launch.py")
+                 "tests/pipeline/test_s3_faults.py",
+                 # the four Ray files back to back: their cluster is package-scoped, and a worker that
+                 # left the package between them would stop and restart it (~15 s each time)
+                 "tests/scaling/test_ray_curate.py", "tests/scaling/test_ray_generate.py",
+                 "tests/scaling/test_ray_user.py", "tests/scaling/test_ray_reflect.py",
+                 "tests/decision/test_launch.py", "tests/lm/test_pretrain_launch.py",
+                 "tests/review_ui/test_browser.py", "tests/pipeline/test_kill_resume.py",
+                 "tests/pipeline/test_cluster_fanout.py", "tests/decision/test_rl.py",
+                 "tests/preflight/test_gpu_check.py", "tests/decision/test_sharding.py",
+                 "tests/decision/test_sft_live.py", "tests/reporting/review/test_rebase.py",
+                 "tests/reporting/report/test_report_pages.py", "tests/preflight/test_checks.py",
+                 "tests/reporting/report/test_report.py", "tests/review_ui/test_signin_http.py",
+                 "tests/common/test_yaml12.py")
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:

@@ -80,7 +80,7 @@ def write_params(root: Path, name: str, sft: dict | None = None, rl: dict | None
     """The micro profile with a short fixed-rate SFT: 24 examples, global batch 4, 6 steps = one epoch."""
     data = json.loads(json.dumps(MICRO))
     data["sft"].update(lr_source="fixed", lr=0.003, max_steps=6, batch_size=4, warmup_steps=1, save_steps=3,
-                       dev_items=8, threads=2, train_embeddings=True, **(sft or {}))
+                       dev_items=8, threads=1, train_embeddings=True, **(sft or {}))
     data["rl"].update(rl or {})
     path = root / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

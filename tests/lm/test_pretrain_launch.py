@@ -35,7 +35,7 @@ MICRO = merged_profile("micro", ROOT)
 def write_params(root: Path, name: str, processes: int, **pretrain) -> Path:
     """The micro profile's pretrain at fp32 (see the tolerance below), one seed, 4 windows per step."""
     data = json.loads(json.dumps(MICRO))
-    data["pretrain"].update(batch_size=4, seeds=1, save_steps=5, threads=2, bf16=False,
+    data["pretrain"].update(batch_size=4, seeds=1, save_steps=5, threads=1, bf16=False,
                             launch={"config": "configs/accelerate/ddp.yaml", "num_processes": processes}, **pretrain)
     data["curate"]["budget_tokens"] = 40000
     path = root / f"{name}.yaml"

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MICRO = merged_profile("micro", ROOT)
 TINY = {
     "items.per_cell": 4,
-    "base_model.source": "path", "base_model.nll_items": 2, "base_model.threads": 2,
+    "base_model.source": "path", "base_model.nll_items": 2, "base_model.threads": 1,
     "generate.max_questions": 1, "generate.k": 2, "generate.max_new_tokens": 16, "generate.batch_size": 2,
     "generate.chunk": 1,
     "sft.lr_source": "fixed", "sft.lr": 1e-4, "sft.max_steps": 2, "sft.batch_size": 2, "sft.save_steps": 2,
