@@ -43,9 +43,9 @@ def parse(text: str) -> dict:
             "files": {k: round(v, 1) for k, v in files.most_common()}}
 
 
-def table(runs: dict, top: int) -> str:
+def table(runs: dict, top: int, labels: list[str] | None = None) -> str:
     """Markdown: the `top` longest files of the last run, seconds in every run, then the rest summed."""
-    labels = list(runs)
+    labels = labels or list(runs)
     last = runs[labels[-1]]["files"]
     names = list(last)[:top]
     rows = ["| file | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dirty", action="store_true", help="the run tested uncommitted changes on top of --commit")
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--table", type=int, default=0, help="print the per-file table of the N longest files")
+    ap.add_argument("--labels", help="the runs the table shows, comma-separated (default: all)")
     a = ap.parse_args(argv)
     runs = json.loads(a.json.read_text()) if a.json.is_file() else {}
     if a.log is not None:
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{a.label}: {run['passed']} passed, {run['skipped']} skipped, wall {run['wall_s']} s, "
               f"test time {run['test_s']} s over the workers")
     if a.table:
-        print(table(runs.get("runs", {}), a.table))
+        print(table(runs.get("runs", {}), a.table, a.labels.split(",") if a.labels else None))
     return 0
 
 
