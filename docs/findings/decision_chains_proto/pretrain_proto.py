@@ -27,6 +27,16 @@ ap.add_argument("--copy-share", type=float, default=0.0,
 ap.add_argument("--copy-share-end", type=float, default=None, help="linear schedule: the share at the last step")
 ap.add_argument("--copy-styles", default="", help="comma-separated copymix styles (default: all)")
 ap.add_argument("--seed", type=int, default=0, help="init, window order and copy documents (the documents stay seed 0's)")
+ap.add_argument("--pure-steps", type=int, default=0,
+                help="copy-only steps BEFORE the run --epochs gives (section 7): only --pure-styles copy windows, "
+                     "constant lr after warm-up; the run after it keeps its own curriculum and cosine")
+ap.add_argument("--pure-styles", default="repeat,tagword", help="copymix styles of the pure phase")
+ap.add_argument("--pure-bs", type=int, default=None, help="batch size of the pure phase (default --bs)")
+ap.add_argument("--pure-seq", type=int, default=None, help="window length of the pure phase (default --seq)")
+ap.add_argument("--pure-lr", type=float, default=None, help="lr of the pure phase (default --lr)")
+ap.add_argument("--pure-until", type=float, default=0.0,
+                help="end the pure phase early once the mean copy-line accuracy of its last 50 steps reaches this")
+ap.add_argument("--warmup", type=int, default=20, help="linear warm-up steps (counted from the first step of either phase)")
 a = ap.parse_args()
 torch.set_num_threads(a.threads)
 fams = importlib.import_module(a.fams)
@@ -77,6 +87,33 @@ print("params", sum(p.numel() for p in model.parameters()), flush=True)
 opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0)
 g = torch.Generator().manual_seed(a.seed)
 t0 = time.time()
+if a.pure_steps:
+    import copymix
+    pbs, plr, pseq = a.pure_bs or a.bs, a.pure_lr or a.lr, a.pure_seq or a.seq
+    pstyles = tuple(a.pure_styles.split(","))
+    print(f"pure phase: up to {a.pure_steps} steps, bs {pbs}, seq {pseq}, lr {plr}, styles {pstyles}, until {a.pure_until}", flush=True)
+    accs, chunk, CH = [], None, 100
+    for s in range(a.pure_steps):
+        if s % CH == 0:  # copy windows made 100 steps at a time (an early stop makes no more)
+            chunk = copymix.copy_windows(tok, CH * pbs, pseq, seed=10_000 * (1 + a.seed) + s // CH, styles=pstyles)
+        batch = chunk[0][(s % CH) * pbs:(s % CH + 1) * pbs]
+        labels = chunk[1][(s % CH) * pbs:(s % CH + 1) * pbs]
+        for pg in opt.param_groups:
+            pg["lr"] = plr * min(1, (s + 1) / a.warmup)
+        out = model(input_ids=batch, labels=labels)
+        opt.zero_grad(); out.loss.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step()
+        lg, tg = out.logits[:, :-1].detach(), labels[:, 1:]
+        m = tg != -100
+        accs.append((lg[m].argmax(-1) == tg[m]).float().mean().item())
+        if s % 100 == 0:
+            print(f"pure {s}/{a.pure_steps} copy-loss {out.loss.item():.3f} copy-acc {accs[-1]:.3f} "
+                  f"mean50 {sum(accs[-50:]) / len(accs[-50:]):.3f} {time.time() - t0:.0f}s", flush=True)
+        if a.pure_until and len(accs) >= 50 and sum(accs[-50:]) / 50 >= a.pure_until:
+            break
+    print(f"pure phase ended at step {len(accs)} (mean50 copy-acc {sum(accs[-50:]) / len(accs[-50:]):.3f}) {time.time() - t0:.0f}s", flush=True)
+    wdone = len(accs)
+else:
+    wdone = 0
 order = torch.randperm(n_win, generator=g)
 pos = 0
 for s in range(steps):
@@ -89,7 +126,7 @@ for s in range(steps):
         batch = torch.cat([batch, cwin[cpos:cpos + n_copy[s]]])
         labels = torch.cat([labels, clab[cpos:cpos + n_copy[s]]])
         cpos += n_copy[s]
-    lr = a.lr * min(1, (s + 1) / 20) * (0.5 * (1 + math.cos(math.pi * s / steps)) if s >= 20 else 1)
+    lr = a.lr * min(1, (wdone + s + 1) / a.warmup) * (0.5 * (1 + math.cos(math.pi * s / steps)) if wdone + s >= a.warmup else 1)
     for pg in opt.param_groups:
         pg["lr"] = lr
     out = model(input_ids=batch, labels=labels)
