@@ -34,6 +34,7 @@ ap.add_argument("--bs", type=int, default=16)
 ap.add_argument("--readout-weight", type=float, default=4.0)
 ap.add_argument("--model", default="base")
 ap.add_argument("--seed", type=int, default=0)
+ap.add_argument("--test-seed", type=int, default=None, help="seed of the test questions (default 10,000 + --seed)")
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--max-new", type=int, default=96)
 ap.add_argument("--out", default="")
@@ -63,7 +64,7 @@ def make(n, r):
 
 
 train = make(a.per_level, rng)
-test = make(a.eval_per_level, random.Random(10_000 + a.seed))
+test = make(a.eval_per_level, random.Random(10_000 + a.seed if a.test_seed is None else a.test_seed))
 key = lambda q: q["question"] + "|" + "|".join(o["text"] for o in q["options"])  # noqa: E731
 seen = {key(q) for q in train}
 test = [q for q in test if key(q) not in seen]
