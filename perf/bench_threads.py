@@ -11,13 +11,14 @@ one process at 1 and at 2 threads, and two processes side by side at 1 thread ea
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from decision_pipeline.common.io import write_json
 
 CHILD = r"""
 import sys, time, torch
@@ -80,9 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"machine_dependent": True, "date": time.strftime("%Y-%m-%d"), "cpus": len(os.sched_getaffinity(0)),
               "steps": a.steps, "repeats": a.repeats, "settings": rows}
     if a.json:
-        tmp = a.json.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=1) + "\n")
-        tmp.replace(a.json)
+        write_json(a.json, result)
     return 0
 
 

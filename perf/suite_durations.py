@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import re
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+
+from decision_pipeline.common.io import write_json
 
 LINE = re.compile(r"^(?P<s>\d+(?:\.\d+)?)s (?P<when>setup|call|teardown)\s+(?P<file>[^:\s]+)::")
 SUMMARY = re.compile(r"^(?P<passed>\d+) passed(?:, (?P<skipped>\d+) skipped)?.* in (?P<wall>\d+(?:\.\d+)?)s")
@@ -47,7 +50,7 @@ def table(runs: dict, top: int, labels: list[str] | None = None) -> str:
     """Markdown: the `top` longest files of the last run, seconds in every run, then the rest summed."""
     labels = labels or list(runs)
     last = runs[labels[-1]]["files"]
-    names = list(last)[:top]
+    names = sorted(last, key=last.get, reverse=True)[:top]
     rows = ["| file | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     for name in names:
         cells = [f"{runs[l]['files'].get(name, 0):.0f}" for l in labels]
@@ -76,21 +79,15 @@ def main(argv: list[str] | None = None) -> int:
         commit = subprocess.run(["git", "rev-parse", "--short", a.commit], capture_output=True, text=True,
                                 check=True).stdout.strip()
         runs.setdefault("machine_dependent", True)
+        cpus = len(os.sched_getaffinity(0))
         runs.setdefault("runs", {})[a.label] = {"commit": commit + ("+changes" if a.dirty else ""),
-                                                 "machine": f"{platform.machine()}, {_cpus()} CPUs", **run}
-        tmp = a.json.with_suffix(".tmp")
-        tmp.write_text(json.dumps(runs, indent=1) + "\n")
-        tmp.replace(a.json)
+                                                 "machine": f"{platform.machine()}, {cpus} CPUs", **run}
+        write_json(a.json, runs)
         print(f"{a.label}: {run['passed']} passed, {run['skipped']} skipped, wall {run['wall_s']} s, "
               f"test time {run['test_s']} s over the workers")
     if a.table:
         print(table(runs.get("runs", {}), a.table, a.labels.split(",") if a.labels else None))
     return 0
-
-
-def _cpus() -> int:
-    import os
-    return len(os.sched_getaffinity(0))
 
 
 if __name__ == "__main__":

@@ -12,11 +12,10 @@ os.environ.setdefault("PIPELINE_QUIET", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # One intra-op thread per process: `make test` runs two workers on two cores, and two processes that
-# each run PyTorch's kernels on two threads spin on each other's barriers. Measured on the 2-core CI
-# machine type (docs/performance.md, issue 52): a micro-model training step took 4 ms alone with one
-# thread or two, 10-75 ms with two such processes at two threads each, 5-10 ms at one thread each.
-# Set before anything imports torch; the stages started as subprocesses inherit it, and the micro
-# profile's `threads: 1` covers the stages that set their own count.
+# each run PyTorch's kernels on two threads spin on each other's barriers. A micro-model training step
+# (perf/bench_threads.py, metrics/perf/threads.json): 5.5 ms alone, 6.7 ms beside a twin at one thread
+# each, 47.7 ms beside a twin at two threads each. Set before anything imports torch; the stages started
+# as subprocesses inherit it, and the micro profile's `threads: 1` covers the stages that set their own count.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
